@@ -1,0 +1,55 @@
+// Package helmchart says where a Helm chart comes from and turns typed values into Helm release values, so every
+// release in the project is declared the same way.
+package helmchart
+
+import (
+	"encoding/json"
+	"fmt"
+
+	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// Chart locates a chart: a local directory (Path) or a repository (Repo + Name, or an oci:// Name), at Version.
+type Chart struct {
+	Repo    string `json:"repo,omitempty"`
+	Name    string `json:"name,omitempty"`
+	Version string `json:"version,omitempty"`
+	Path    string `json:"path,omitempty"`
+}
+
+// Values turns a typed values struct into the map a Helm release takes; JSON tags on the struct spell each key once.
+func Values(v any) (pulumi.Map, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encoding helm values: %w", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("decoding helm values: %w", err)
+	}
+	return pulumi.ToMap(m), nil
+}
+
+// ReleaseArgs declares a Helm release of this chart. The caller sets Values and waiting behaviour.
+func (c Chart) ReleaseArgs(release, namespace string) *helmv3.ReleaseArgs {
+	args := &helmv3.ReleaseArgs{
+		Name:      pulumi.String(release),
+		Namespace: pulumi.String(namespace),
+		// Fixed-length history keeps the release's Secrets from piling up in the namespace.
+		MaxHistory: pulumi.Int(5),
+	}
+	switch {
+	case c.Path != "":
+		args.Chart = pulumi.String(c.Path)
+	default:
+		args.Chart = pulumi.String(c.Name)
+		if c.Version != "" {
+			args.Version = pulumi.String(c.Version)
+		}
+		if c.Repo != "" {
+			args.RepositoryOpts = &helmv3.RepositoryOptsArgs{Repo: pulumi.String(c.Repo)}
+		}
+	}
+	return args
+}

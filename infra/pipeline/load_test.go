@@ -1,0 +1,335 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// testConfig is a stack config under construction: top-level keys (without namespace) to Go values.
+type testConfig map[string]any
+
+func (tc testConfig) source(secrets ...string) Source {
+	values := map[string]string{}
+	for k, v := range tc {
+		if s, ok := v.(string); ok {
+			values[Namespace+":"+k] = s
+			continue
+		}
+		raw, err := json.Marshal(v)
+		if err != nil {
+			panic(err)
+		}
+		values[Namespace+":"+k] = string(raw)
+	}
+	var full []string
+	for _, s := range secrets {
+		full = append(full, Namespace+":"+s)
+	}
+	return mapSource{values: values, secrets: full}
+}
+
+type obj = map[string]any
+type list = []any
+
+func seedClassesAndTenants(tc testConfig) testConfig {
+	tc["gpuClasses"] = list{
+		obj{"name": "gpu-whole", "device": "gpu", "product": "A100"},
+		obj{"name": "gpu-slice", "device": "mig", "migProfile": "1g.5gb", "product": "A100"},
+	}
+	tc["tenants"] = list{
+		obj{"name": "legal-ai", "classes": list{"gpu-whole"}, "gpuQuota": obj{"gpu-whole": 2}},
+		obj{"name": "research-ai", "classes": list{"gpu-slice"}, "gpuQuota": obj{"gpu-slice": 4}},
+	}
+	tc["platformAdminPassword"] = "s3cret"
+	return tc
+}
+
+func goodGKE() testConfig {
+	return seedClassesAndTenants(testConfig{
+		"cloud": "gke",
+		"gke":   obj{"project": "gpu-tenancy-dev", "zone": "us-central1-a"},
+		"gpuPools": list{
+			obj{"name": "a100-whole", "machineType": "a2-highgpu-1g", "accelerator": "nvidia-tesla-a100"},
+			obj{"name": "a100-mig", "machineType": "a2-highgpu-1g", "accelerator": "nvidia-tesla-a100", "partition": "1g.5gb"},
+		},
+	})
+}
+
+func goodScaleway() testConfig {
+	tc := seedClassesAndTenants(testConfig{
+		"cloud":    "scaleway",
+		"scaleway": obj{"zone": "fr-par-2"},
+		"gpuPools": list{
+			obj{"name": "l4", "nodeType": "L4-1-24G"},
+			obj{"name": "h100-mig", "nodeType": "H100-1-80G", "partition": "1g.10gb"},
+		},
+	})
+	tc["gpuClasses"] = list{
+		obj{"name": "gpu-whole", "device": "gpu", "product": "L4"},
+		obj{"name": "gpu-slice", "device": "mig", "migProfile": "1g.10gb", "product": "H100"},
+	}
+	return tc
+}
+
+func goodExisting() testConfig {
+	return seedClassesAndTenants(testConfig{
+		"cloud":    "existing",
+		"existing": obj{"kubeconfigPath": "/tmp/kubeconfig"},
+		"gpuPools": list{
+			obj{"name": "a100-whole", "model": "a100-40gb"},
+			obj{"name": "a100-mig", "model": "a100-40gb", "partition": "1g.5gb"},
+		},
+		"platform": obj{"enabled": false},
+	})
+}
+
+// at returns the element of a list-valued config entry, for mutation.
+func at(tc testConfig, key string, i int) obj { return tc[key].(list)[i].(obj) }
+
+func TestGoodConfigsLoad(t *testing.T) {
+	for name, tc := range map[string]testConfig{"gke": goodGKE(), "scaleway": goodScaleway(), "existing": goodExisting()} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := Load(tc.source("platformAdminPassword"))
+			require.NoError(t, err)
+			assert.Equal(t, name, cfg.Cloud)
+		})
+	}
+}
+
+func TestDefaultsApply(t *testing.T) {
+	cfg, err := Load(goodGKE().source("platformAdminPassword"))
+	require.NoError(t, err)
+	assert.Equal(t, "1.35", cfg.GKE.KubernetesVersion)
+	assert.Equal(t, "REGULAR", cfg.GKE.ReleaseChannel)
+	assert.True(t, *cfg.GKE.DeletionProtection)
+	assert.Equal(t, 0, *cfg.GPUPools[0].MinNodes, "GPU pools scale to zero by default")
+	assert.Equal(t, 1, *cfg.GPUPools[0].MaxNodes)
+	assert.Equal(t, "16", cfg.Tenants[0].CPUQuota)
+	assert.Equal(t, defaultVClusterChart, cfg.VCluster.Chart)
+	assert.True(t, cfg.DRAEnabled())
+	assert.True(t, cfg.PlatformEnabled())
+
+	scw, err := Load(goodScaleway().source("platformAdminPassword"))
+	require.NoError(t, err)
+	assert.Equal(t, "cilium", scw.Scaleway.CNI)
+	assert.Equal(t, "1.35", scw.Scaleway.KubernetesVersion)
+}
+
+func TestExampleStacksLoad(t *testing.T) {
+	files, err := filepath.Glob("../../stacks/Pulumi.*.yaml")
+	require.NoError(t, err)
+	require.Len(t, files, 3, "gke-dev, scw-dev and local")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			sc, err := ReadStackFile(f)
+			require.NoError(t, err)
+			_, err = Load(sc.Source())
+			require.NoError(t, err)
+		})
+	}
+}
+
+func TestReadStackFileKeepsSecretsOut(t *testing.T) {
+	sc, err := ReadStackFile("../../stacks/Pulumi.gke-dev.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "gke-dev", sc.Stack)
+	assert.Equal(t, []string{"gpu-tenancy:platformAdminPassword"}, sc.Secrets)
+	assert.Equal(t, SecretPlaceholder, sc.Values["gpu-tenancy:platformAdminPassword"])
+	assert.NotContains(t, sc.Values["gpu-tenancy:platformAdminPassword"], "v1:")
+}
+
+func TestBadConfigs(t *testing.T) {
+	cases := []struct {
+		name    string
+		base    func() testConfig
+		mutate  func(tc testConfig)
+		secrets []string
+		// wantPath is the key path the error must name; wantMsg a fragment of what it says is allowed.
+		wantPath string
+		wantMsg  string
+	}{
+		{"cloud missing", goodGKE, func(tc testConfig) { delete(tc, "cloud") }, nil,
+			"gpu-tenancy:cloud", "gke, scaleway, existing"},
+		{"cloud unknown", goodGKE, func(tc testConfig) { tc["cloud"] = "aws" }, nil,
+			"gpu-tenancy:cloud", `"gke", "scaleway", "existing"`},
+		{"unknown top-level key", goodGKE, func(tc testConfig) { tc["tenant"] = list{} }, nil,
+			"gpu-tenancy:tenant", `"tenants"`},
+		{"unknown nested key is a typo", goodGKE, func(tc testConfig) { tc["gke"].(obj)["zones"] = "us-central1-a" }, nil,
+			"gpu-tenancy:gke.zones", `"zone"`},
+		{"unknown key in a tenant", goodGKE, func(tc testConfig) { at(tc, "tenants", 1)["gpuQuotas"] = obj{} }, nil,
+			"gpu-tenancy:tenants[1].gpuQuotas", `"gpuQuota"`},
+		{"wrong type", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 0)["minNodes"] = "zero" }, nil,
+			"gpu-tenancy:gpuPools[0].minNodes", "must be an integer"},
+		{"list where an object belongs", goodGKE, func(tc testConfig) { tc["gke"] = list{"us-central1-a"} }, nil,
+			"gpu-tenancy:gke", "must be an object"},
+		{"gke project missing", goodGKE, func(tc testConfig) { delete(tc["gke"].(obj), "project") }, nil,
+			"gpu-tenancy:gke.project", "GCP project id"},
+		{"gke project malformed", goodGKE, func(tc testConfig) { tc["gke"].(obj)["project"] = "My_Project" }, nil,
+			"gpu-tenancy:gke.project", "lowercase"},
+		{"gke zone missing", goodGKE, func(tc testConfig) { delete(tc["gke"].(obj), "zone") }, nil,
+			"gpu-tenancy:gke.zone", "us-central1-a"},
+		{"gke zone is a region", goodGKE, func(tc testConfig) { tc["gke"].(obj)["zone"] = "us-central1" }, nil,
+			"gpu-tenancy:gke.zone", "zone letter"},
+		{"gke zone lacks the accelerator", goodGKE, func(tc testConfig) { tc["gke"].(obj)["zone"] = "europe-west1-b" }, nil,
+			"gpu-tenancy:gpuPools[0].accelerator", "allowUnlistedZone: true"},
+		{"gke version too old", goodGKE, func(tc testConfig) { tc["gke"].(obj)["kubernetesVersion"] = "1.33" }, nil,
+			"gpu-tenancy:gke.kubernetesVersion", "1.34 or later"},
+		{"gke version malformed", goodGKE, func(tc testConfig) { tc["gke"].(obj)["kubernetesVersion"] = "latest" }, nil,
+			"gpu-tenancy:gke.kubernetesVersion", "such as 1.35"},
+		{"gke release channel unknown", goodGKE, func(tc testConfig) { tc["gke"].(obj)["releaseChannel"] = "FAST" }, nil,
+			"gpu-tenancy:gke.releaseChannel", `"REGULAR"`},
+		{"gke system pool max below min", goodGKE, func(tc testConfig) {
+			tc["gke"].(obj)["systemPool"] = obj{"minNodes": 3, "maxNodes": 2}
+		}, nil, "gpu-tenancy:gke.systemPool.maxNodes", "at least 3"},
+		{"gke accelerator unknown", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 0)["accelerator"] = "nvidia-tesla-v100" }, nil,
+			"gpu-tenancy:gpuPools[0].accelerator", `"nvidia-tesla-a100"`},
+		{"gke machine type of another family", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 0)["machineType"] = "a2-ultragpu-1g" }, nil,
+			"gpu-tenancy:gpuPools[0].machineType", `"a2-highgpu-1g"`},
+		{"gke gpu count disagrees with machine type", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 0)["gpuCount"] = 2 }, nil,
+			"gpu-tenancy:gpuPools[0].gpuCount", "must be 1"},
+		{"gke partition not a profile of the GPU", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 1)["partition"] = "1g.10gb" }, nil,
+			"gpu-tenancy:gpuPools[1].partition", `"1g.5gb"`},
+		{"gke pool with a scaleway field", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 0)["nodeType"] = "L4-1-24G" }, nil,
+			"gpu-tenancy:gpuPools[0].nodeType", "not used on cloud gke"},
+		{"pool name not a DNS label", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 0)["name"] = "A100_Whole" }, nil,
+			"gpu-tenancy:gpuPools[0].name", "RFC 1123"},
+		{"pool names repeat", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 1)["name"] = "a100-whole" }, nil,
+			"gpu-tenancy:gpuPools[1].name", "Duplicate"},
+		{"pool min nodes negative", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 0)["minNodes"] = -1 }, nil,
+			"gpu-tenancy:gpuPools[0].minNodes", "0 or more"},
+		{"pool max nodes zero", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 0)["maxNodes"] = 0 }, nil,
+			"gpu-tenancy:gpuPools[0].maxNodes", "at least 1"},
+		{"scaleway zone unknown", goodScaleway, func(tc testConfig) { tc["scaleway"].(obj)["zone"] = "de-fra-1" }, nil,
+			"gpu-tenancy:scaleway.zone", `"fr-par-2"`},
+		{"scaleway zone without GPUs", goodScaleway, func(tc testConfig) { tc["scaleway"].(obj)["zone"] = "nl-ams-1" }, nil,
+			"gpu-tenancy:gpuPools[0].nodeType", "allowUnlistedZone: true"},
+		{"scaleway node type unknown", goodScaleway, func(tc testConfig) { at(tc, "gpuPools", 0)["nodeType"] = "GPU-3070-S" }, nil,
+			"gpu-tenancy:gpuPools[0].nodeType", `"L4-1-24G"`},
+		{"scaleway MIG on L4", goodScaleway, func(tc testConfig) { at(tc, "gpuPools", 0)["partition"] = "1g.10gb" }, nil,
+			"gpu-tenancy:gpuPools[0].partition", "has no MIG partitions"},
+		{"scaleway patch version with auto-upgrade", goodScaleway, func(tc testConfig) { tc["scaleway"].(obj)["kubernetesVersion"] = "1.35.2" }, nil,
+			"gpu-tenancy:scaleway.kubernetesVersion", "minor version"},
+		{"scaleway version too old", goodScaleway, func(tc testConfig) { tc["scaleway"].(obj)["kubernetesVersion"] = "1.32" }, nil,
+			"gpu-tenancy:scaleway.kubernetesVersion", "1.34 or later"},
+		{"scaleway CNI unknown", goodScaleway, func(tc testConfig) { tc["scaleway"].(obj)["cni"] = "kilo" }, nil,
+			"gpu-tenancy:scaleway.cni", `"cilium"`},
+		{"scaleway maintenance hour out of range", goodScaleway, func(tc testConfig) {
+			tc["scaleway"].(obj)["autoUpgrade"] = obj{"maintenanceWindowStartHour": 24}
+		}, nil, "gpu-tenancy:scaleway.autoUpgrade.maintenanceWindowStartHour", "0 to 23"},
+		{"scaleway pool with a GKE field", goodScaleway, func(tc testConfig) { at(tc, "gpuPools", 0)["accelerator"] = "nvidia-l4" }, nil,
+			"gpu-tenancy:gpuPools[0].accelerator", "not used on cloud scaleway"},
+		{"existing without kubeconfig", goodExisting, func(tc testConfig) { delete(tc, "existing") }, nil,
+			"gpu-tenancy:existing.kubeconfigPath", "gpu-tenancy:kubeconfig"},
+		{"existing kubeconfig given twice", goodExisting, func(tc testConfig) { tc["kubeconfig"] = "apiVersion: v1" },
+			[]string{"kubeconfig"}, "gpu-tenancy:existing.kubeconfigPath", "give the kubeconfig once"},
+		{"kubeconfig in plain text", goodExisting, func(tc testConfig) {
+			delete(tc, "existing")
+			tc["kubeconfig"] = "apiVersion: v1"
+		}, nil, "gpu-tenancy:kubeconfig", "--secret"},
+		{"existing pool model unknown", goodExisting, func(tc testConfig) { at(tc, "gpuPools", 0)["model"] = "v100" }, nil,
+			"gpu-tenancy:gpuPools[0].model", `"a100-40gb"`},
+		{"class name is a driver class", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["name"] = "gpu.nvidia.com" }, nil,
+			"gpu-tenancy:gpuClasses[0].name", "NVIDIA DRA driver creates itself"},
+		{"class names repeat", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 1)["name"] = "gpu-whole" }, nil,
+			"gpu-tenancy:gpuClasses[1].name", "Duplicate"},
+		{"class device unknown", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["device"] = "vgpu" }, nil,
+			"gpu-tenancy:gpuClasses[0].device", `"gpu", "mig"`},
+		{"mig class without profile", goodGKE, func(tc testConfig) { delete(at(tc, "gpuClasses", 1), "migProfile") }, nil,
+			"gpu-tenancy:gpuClasses[1].migProfile", "such as 1g.5gb"},
+		{"whole-GPU class with a profile", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["migProfile"] = "1g.5gb" }, nil,
+			"gpu-tenancy:gpuClasses[0].migProfile", "device: mig"},
+		{"mig class no pool offers", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 1)["migProfile"] = "2g.10gb" }, nil,
+			"gpu-tenancy:gpuClasses[1]", "partition: 2g.10gb"},
+		{"class product no pool offers", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["product"] = "H100" }, nil,
+			"gpu-tenancy:gpuClasses[0]", `matching "H100"`},
+		{"class product with CEL syntax", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["product"] = "A100') || true || ('" }, nil,
+			"gpu-tenancy:gpuClasses[0].product", "letters, digits"},
+		{"tenant name too long", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["name"] = strings.Repeat("a", 33) }, nil,
+			"gpu-tenancy:tenants[0].name", "more than 32"},
+		{"tenant name not a DNS label", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["name"] = "Legal.AI" }, nil,
+			"gpu-tenancy:tenants[0].name", "RFC 1123"},
+		{"tenant names repeat", goodGKE, func(tc testConfig) { at(tc, "tenants", 1)["name"] = "legal-ai" }, nil,
+			"gpu-tenancy:tenants[1].name", "Duplicate"},
+		{"tenant granted unknown class", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["classes"] = list{"gpu-hole"} }, nil,
+			"gpu-tenancy:tenants[0].classes[0]", `"gpu-whole"`},
+		{"granted class without quota", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["gpuQuota"] = obj{} }, nil,
+			"gpu-tenancy:tenants[0].gpuQuota.gpu-whole", "device quota"},
+		{"quota for a class not granted", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["gpuQuota"].(obj)["gpu-slice"] = 1 }, nil,
+			"gpu-tenancy:tenants[0].gpuQuota.gpu-slice", "not granted"},
+		{"negative quota", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["gpuQuota"].(obj)["gpu-whole"] = -1 }, nil,
+			"gpu-tenancy:tenants[0].gpuQuota.gpu-whole", "0 or more"},
+		{"cpu quota not a quantity", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["cpuQuota"] = "lots" }, nil,
+			"gpu-tenancy:tenants[0].cpuQuota", "quantity"},
+		{"vcluster storage not a quantity", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["vcluster"] = obj{"storageSize": "5 gigs"} }, nil,
+			"gpu-tenancy:tenants[0].vcluster.storageSize", "quantity"},
+		{"blocked egress not a CIDR", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["blockedEgressCIDRs"] = list{"10.0.0.0/33"} }, nil,
+			"gpu-tenancy:tenants[0].blockedEgressCIDRs[0]", "CIDR"},
+		{"platform without admin password", goodGKE, func(tc testConfig) { delete(tc, "platformAdminPassword") }, nil,
+			"gpu-tenancy:platformAdminPassword", "--secret"},
+		{"admin password in plain text", goodGKE, func(tc testConfig) {}, []string{},
+			"gpu-tenancy:platformAdminPassword", "must be a secret"},
+		{"chart with both path and repo", goodGKE, func(tc testConfig) {
+			tc["vcluster"] = obj{"chart": obj{"path": "./chart", "repo": "https://charts.loft.sh", "name": "vcluster"}}
+		}, nil, "gpu-tenancy:vcluster.chart.path", "not both"},
+	}
+	require.GreaterOrEqual(t, len(cases), 30)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tc := c.base()
+			c.mutate(tc)
+			secrets := c.secrets
+			if secrets == nil {
+				secrets = []string{"platformAdminPassword"}
+			}
+			cfg, err := Load(tc.source(secrets...))
+			require.Error(t, err)
+			assert.Nil(t, cfg)
+			var cerr *ConfigError
+			require.ErrorAs(t, err, &cerr)
+			found := false
+			for _, e := range cerr.Errs {
+				if e.Field == c.wantPath && strings.Contains(e.Error(), c.wantMsg) {
+					found = true
+				}
+			}
+			assert.True(t, found, "want an error at %s mentioning %q, got:\n%s", c.wantPath, c.wantMsg, err)
+		})
+	}
+}
+
+func TestAllProblemsReportedAtOnce(t *testing.T) {
+	tc := goodGKE()
+	tc["gke"].(obj)["zone"] = "nowhere"
+	at(tc, "gpuPools", 0)["name"] = "Bad_Name"
+	at(tc, "tenants", 1)["classes"] = list{"nope"}
+	_, err := Load(tc.source("platformAdminPassword"))
+	var cerr *ConfigError
+	require.ErrorAs(t, err, &cerr)
+	var fields []string
+	for _, e := range cerr.Errs {
+		fields = append(fields, e.Field)
+	}
+	assert.Contains(t, fields, "gpu-tenancy:gke.zone")
+	assert.Contains(t, fields, "gpu-tenancy:gpuPools[0].name")
+	assert.Contains(t, fields, "gpu-tenancy:tenants[1].classes[0]")
+	assert.Contains(t, err.Error(), "invalid stack config")
+}
+
+func TestSecretValuesNeverPrinted(t *testing.T) {
+	tc := goodExisting()
+	tc["kubeconfig"] = "apiVersion: v1 # token=abc"
+	_, err := Load(tc.source("platformAdminPassword"))
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "token=abc")
+	assert.Equal(t, "[secret]", Secret("hunter2").String())
+}
+
+func TestRegionsDerivedFromZones(t *testing.T) {
+	assert.Equal(t, "us-central1", GKERegion("us-central1-a"))
+	assert.Equal(t, "fr-par", ScalewayRegion("fr-par-2"))
+}
