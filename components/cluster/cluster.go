@@ -50,12 +50,25 @@ type Cluster struct {
 	Anchor pulumi.Resource
 }
 
-// ResourceOptions are the options every in-cluster resource takes: the cluster's provider and, when a cloud cluster
-// exists, DeletedWith it so destroying the cluster does not wait on per-object deletes.
+// ResourceOptions are the options an in-cluster component or resource takes: the cluster's provider (inherited by
+// children) and, when a cloud cluster exists, DeletedWith it, so destroying the cluster does not wait on per-object
+// deletes against an API that is going away. Children do not inherit DeletedWith, so a transform sets it on every
+// resource beneath.
 func (c *Cluster) ResourceOptions() []pulumi.ResourceOption {
 	opts := []pulumi.ResourceOption{pulumi.Provider(c.Provider)}
 	if c.Anchor != nil {
-		opts = append(opts, pulumi.DeletedWith(c.Anchor))
+		anchor := c.Anchor
+		// Transformations run in the program itself, so previews, mocks and the engine all see the option.
+		opts = append(opts, pulumi.DeletedWith(anchor), pulumi.Transformations([]pulumi.ResourceTransformation{
+			func(args *pulumi.ResourceTransformationArgs) *pulumi.ResourceTransformationResult {
+				if _, custom := args.Resource.(pulumi.CustomResource); !custom {
+					return nil
+				}
+				return &pulumi.ResourceTransformationResult{
+					Props: args.Props, Opts: append(args.Opts, pulumi.DeletedWith(anchor)),
+				}
+			},
+		}))
 	}
 	return opts
 }

@@ -15,15 +15,25 @@ import (
 
 // Registration is one resource the program registered.
 type Registration struct {
-	Type   string
-	Name   string
+	Type string
+	Name string
+	// Custom is false for components; the mock monitor also reports reads (Get functions) as not custom.
 	Custom bool
+	// Read is set for a resource the program reads (a Get function) rather than manages.
+	Read bool
+	// Remote is set for a component a provider builds (such as kubernetes:yaml/v2:ConfigFile); under mocks it has no
+	// children.
+	Remote bool
 	// Provider is the explicit provider reference ("<urn>::<id>"), empty for the default provider.
 	Provider string
 	// Parent is the parent's URN (the root stack's for top-level resources).
 	Parent string
 	Inputs resource.PropertyMap
 	URN    string
+	// DeletedWith is the URN of the resource whose deletion removes this one, empty when unset.
+	DeletedWith string
+	// Dependencies are the URNs this registration explicitly depends on.
+	Dependencies []string
 }
 
 // ParentName is the parent's logical name, empty when the parent is the root stack.
@@ -79,8 +89,10 @@ func (r *Recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 		parent = args.ReadRPC.GetParent()
 	}
 	r.regs = append(r.regs, Registration{
-		Type: args.TypeToken, Name: args.Name, Custom: args.Custom, Provider: args.Provider, Parent: parent,
-		Inputs: args.Inputs, URN: urnOf(parent, args.TypeToken, args.Name),
+		Type: args.TypeToken, Name: args.Name, Custom: args.Custom, Read: args.ReadRPC != nil,
+		Remote: args.RegisterRPC.GetRemote(), Provider: args.Provider, Parent: parent, Inputs: args.Inputs,
+		URN: urnOf(parent, args.TypeToken, args.Name), DeletedWith: args.RegisterRPC.GetDeletedWith(),
+		Dependencies: args.RegisterRPC.GetDependencies(),
 	})
 	outs := args.Inputs.Copy()
 	if fill, ok := r.Outputs[args.TypeToken]; ok {
@@ -89,6 +101,41 @@ func (r *Recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 		}
 	}
 	return args.Name + "-id", outs, nil
+}
+
+// ComputedOutputs fills the outputs the program reads that only a real provider would compute: endpoint and CA of a
+// GKE cluster, the kubeconfig of a Kapsule cluster, and the kubeconfig a vCluster writes into its host Secret; with
+// documentation addresses and fake credentials.
+func ComputedOutputs() map[string]func(resource.PropertyMap) resource.PropertyMap {
+	return map[string]func(resource.PropertyMap) resource.PropertyMap{
+		"gcp:container/cluster:Cluster": func(resource.PropertyMap) resource.PropertyMap {
+			return resource.PropertyMap{
+				"endpoint": resource.NewStringProperty("203.0.113.10"),
+				"masterAuth": resource.NewObjectProperty(resource.PropertyMap{
+					"clusterCaCertificate": resource.NewStringProperty("bW9jay1jYQ=="),
+				}),
+			}
+		},
+		"scaleway:kubernetes/cluster:Cluster": func(resource.PropertyMap) resource.PropertyMap {
+			return resource.PropertyMap{
+				"apiserverUrl": resource.NewStringProperty("https://203.0.113.20:6443"),
+				"kubeconfigs": resource.NewArrayProperty([]resource.PropertyValue{resource.NewObjectProperty(resource.PropertyMap{
+					"configFile": resource.NewStringProperty("apiVersion: v1\nkind: Config\n# mock kubeconfig\n"),
+					"host":       resource.NewStringProperty("https://203.0.113.20:6443"),
+					"token":      resource.NewStringProperty("mock-token"),
+				})}),
+			}
+		},
+		"kubernetes:core/v1:Secret": func(in resource.PropertyMap) resource.PropertyMap {
+			if _, ok := in["data"]; ok {
+				return nil
+			}
+			// base64 of "apiVersion: v1\nkind: Config\n"
+			return resource.PropertyMap{"data": resource.NewObjectProperty(resource.PropertyMap{
+				"config": resource.NewStringProperty("YXBpVmVyc2lvbjogdjEKa2luZDogQ29uZmlnCg=="),
+			})}
+		},
+	}
 }
 
 // Call answers invokes with no result.

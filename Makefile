@@ -1,0 +1,56 @@
+# Entry points. `make demo` and `make test` are the two set-up commands; both build what they need.
+SHELL := /bin/bash
+TOOLS_BIN := $(CURDIR)/.tools/bin
+export PATH := $(TOOLS_BIN):$(PATH)
+STACK ?=
+GO_TEST_FLAGS ?= -timeout 40m
+
+.PHONY: test unit e2e lint build tools plan plan-check demo demo-down preview up
+
+## build: compile every package
+build:
+	go build ./...
+
+## lint: gofmt, go vet and actionlint on the workflows
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	go vet ./...
+	scripts/actionlint.sh
+
+## test: lint, build the local control-plane tools, then every test (unit, plan freshness, end-to-end)
+test: lint tools
+	go test $(GO_TEST_FLAGS) ./...
+
+## unit: the fast tests only (no tools, no control plane)
+unit:
+	go test -short ./...
+
+## tools: build the pulumi CLI, kubernetes provider and Kubernetes control plane into .tools/bin
+tools:
+	scripts/build-tools.sh
+
+## plan: write stacks/plans/<stack>.json for STACK (or every stack) under mocks, offline
+plan:
+	go run ./scripts/plan $(STACK)
+
+## plan-check: fail when a committed plan is stale
+plan-check:
+	go run ./scripts/plan -check $(STACK)
+
+## demo: local control plane + simulated GPUs + `up` of the local stack, then what each tenant sees
+demo: tools
+	scripts/demo.sh
+
+## demo-down: destroy the local stack and stop the local control plane
+demo-down:
+	scripts/demo.sh down
+
+## preview: pulumi preview --diff for STACK (or every stack), needs the pulumi CLI and cloud credentials
+preview:
+	@if [ -n "$(STACK)" ]; then pulumi preview --stack $(STACK) --diff; else scripts/preview-all.sh; fi
+
+## up: pulumi up for STACK
+up:
+	@test -n "$(STACK)" || (echo "usage: make up STACK=<stack>"; exit 2)
+	pulumi up --stack $(STACK)

@@ -1,0 +1,313 @@
+// Package gke builds a zonal GKE cluster for DRA-managed GPUs: the control plane, a small system pool and one node
+// pool per GPU pool, plus the kubernetes provider that reaches it.
+package gke
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/pulumi/pulumi-gcp/sdk/v8/go/gcp/container"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+)
+
+// Labels a GKE GPU pool needs so that the NVIDIA DRA driver, not GKE, owns its GPUs (gpu-facts.md 2.2, gotcha 6).
+const (
+	// NoDefaultDevicePluginLabel keeps GKE's own GPU device plugin off the node; the DRA kubelet plugin must not run
+	// next to a device plugin.
+	NoDefaultDevicePluginLabel = "gke-no-default-nvidia-gpu-device-plugin"
+	// DRADriverLabel lets the cluster autoscaler know the pool's GPUs are DRA devices, so a pool at zero nodes scales
+	// up for ResourceClaims (ai-on-gke gpu-fungibility tutorial; not in the GKE-DRA excerpts read: UNCONFIRMED as API).
+	DRADriverLabel = "cloud.google.com/gke-nvidia-gpu-dra-driver"
+)
+
+// ClusterArgs describe the cluster. The pipeline has validated them against the stack config.
+type ClusterArgs struct {
+	Project string
+	// Zone is where the control plane and every pool live; GPU models exist only in some zones (gpu-facts.md 2.4).
+	Zone string
+	// Region is the zone's region.
+	Region string
+	// KubernetesVersion is a minor version such as "1.35"; GKE picks the newest patch of it.
+	KubernetesVersion string
+	// ReleaseChannel is UNSPECIFIED, RAPID, REGULAR, STABLE or EXTENDED; "" leaves GKE's default.
+	ReleaseChannel     string
+	DeletionProtection bool
+	SystemPool         SystemPoolArgs
+	GPUPools           []GPUPoolArgs
+}
+
+// SystemPoolArgs size the pool that runs everything but GPU workloads.
+type SystemPoolArgs struct {
+	MachineType string
+	MinNodes    int
+	MaxNodes    int
+}
+
+// GPUPoolArgs describe one GPU node pool.
+type GPUPoolArgs struct {
+	// Name names the node pool and its gpu-tenancy.io/pool label.
+	Name        string
+	MachineType string
+	// Accelerator is the GKE accelerator type, such as nvidia-tesla-a100.
+	Accelerator string
+	// GPUCount is the number of GPUs per node.
+	GPUCount int
+	// Partition is the MIG profile the GPUs are split into, or "" for whole GPUs.
+	Partition string
+	// MinNodes may be 0: the pool scales to zero.
+	MinNodes int
+	MaxNodes int
+	Model    cluster.GPUModel
+}
+
+// Cluster is a GKE cluster with its pools and the kubernetes provider that reaches it.
+type Cluster struct {
+	pulumi.ResourceState
+
+	ControlPlane *container.Cluster
+	SystemPool   *container.NodePool
+	GPUPools     []*container.NodePool
+	Provider     *kubernetes.Provider
+	// Kubeconfig authenticates through gke-gcloud-auth-plugin; it is a secret.
+	Kubeconfig  pulumi.StringOutput
+	ClusterName pulumi.StringOutput
+	Endpoint    pulumi.StringOutput
+
+	pools []cluster.GPUPool
+}
+
+// taintEffects maps Kubernetes taint effects to the GKE API's spelling (gotcha 8).
+var taintEffects = map[string]string{
+	"NoSchedule":       "NO_SCHEDULE",
+	"PreferNoSchedule": "PREFER_NO_SCHEDULE",
+	"NoExecute":        "NO_EXECUTE",
+}
+
+// NewCluster creates the cluster, its pools and its kubernetes provider.
+func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	if err := checkArgs(args); err != nil {
+		return nil, fmt.Errorf("GKE cluster %q: %w", name, err)
+	}
+	comp := &Cluster{}
+	if err := ctx.RegisterComponentResource("gpu-tenancy:gke:Cluster", name, comp, opts...); err != nil {
+		return nil, fmt.Errorf("registering GKE cluster %q: %w", name, err)
+	}
+
+	controlPlane, err := container.NewCluster(ctx, name, controlPlaneArgs(args), pulumi.Parent(comp))
+	if err != nil {
+		return nil, fmt.Errorf("creating GKE cluster %q: %w", name, err)
+	}
+	comp.ControlPlane = controlPlane
+	comp.ClusterName = controlPlane.Name
+	comp.Endpoint = controlPlane.Endpoint
+
+	// Autonamed, so a replacement is created before the old pool goes and system workloads always have nodes.
+	comp.SystemPool, err = container.NewNodePool(ctx, name+"-system", &container.NodePoolArgs{
+		Cluster:          controlPlane.Name,
+		Location:         pulumi.String(args.Zone),
+		Project:          pulumi.String(args.Project),
+		NodeLocations:    pulumi.StringArray{pulumi.String(args.Zone)},
+		InitialNodeCount: pulumi.Int(args.SystemPool.MinNodes),
+		Autoscaling:      autoscaling(args.SystemPool.MinNodes, args.SystemPool.MaxNodes),
+		Management:       management(),
+		NodeConfig: &container.NodePoolNodeConfigArgs{
+			MachineType:            pulumi.String(args.SystemPool.MachineType),
+			WorkloadMetadataConfig: gkeMetadata(),
+		},
+	}, pulumi.Parent(comp), ignoreNodeCounts())
+	if err != nil {
+		return nil, fmt.Errorf("creating system pool of GKE cluster %q: %w", name, err)
+	}
+
+	pools := []pulumi.Resource{comp.SystemPool}
+	for _, p := range args.GPUPools {
+		contract := gpuPoolContract(p)
+		pool, err := newGPUPool(ctx, name, args, p, contract, controlPlane, comp)
+		if err != nil {
+			return nil, fmt.Errorf("creating GPU pool %q of GKE cluster %q: %w", p.Name, name, err)
+		}
+		comp.GPUPools = append(comp.GPUPools, pool)
+		comp.pools = append(comp.pools, contract)
+		pools = append(pools, pool)
+	}
+
+	comp.Kubeconfig = pulumi.ToSecret(kubeconfig(args, controlPlane)).(pulumi.StringOutput)
+	// The provider waits for the pools: in-cluster workloads need nodes, and the pools' labels must exist before
+	// anything selects on them.
+	comp.Provider, err = cluster.NewProvider(ctx, name, comp.Kubeconfig, controlPlane.ID().ToStringOutput(),
+		pulumi.Parent(comp), pulumi.DependsOn(pools))
+	if err != nil {
+		return nil, fmt.Errorf("creating kubernetes provider for GKE cluster %q: %w", name, err)
+	}
+
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
+		"kubeconfig":  comp.Kubeconfig,
+		"clusterName": comp.ClusterName,
+		"endpoint":    comp.Endpoint,
+	}); err != nil {
+		return nil, fmt.Errorf("registering outputs of GKE cluster %q: %w", name, err)
+	}
+	return comp, nil
+}
+
+// Contract returns the cluster contract the in-cluster layer builds on.
+func (c *Cluster) Contract() *cluster.Cluster {
+	return &cluster.Cluster{
+		Flavour:    cluster.GKE,
+		Provider:   c.Provider,
+		Kubeconfig: c.Kubeconfig,
+		GPUPools:   append([]cluster.GPUPool(nil), c.pools...),
+		Anchor:     c.ControlPlane,
+	}
+}
+
+func checkArgs(args *ClusterArgs) error {
+	if args == nil {
+		return errors.New("args are required")
+	}
+	if args.Project == "" || args.Zone == "" {
+		return errors.New("project and zone are required")
+	}
+	if args.Region != "" && !strings.HasPrefix(args.Zone, args.Region+"-") {
+		return fmt.Errorf("zone %q is not in region %q", args.Zone, args.Region)
+	}
+	return nil
+}
+
+func controlPlaneArgs(args *ClusterArgs) *container.ClusterArgs {
+	cp := &container.ClusterArgs{
+		Project: pulumi.String(args.Project),
+		// A zone, not a region: one control plane, and pools default to this zone only.
+		Location:           pulumi.String(args.Zone),
+		DeletionProtection: pulumi.Bool(args.DeletionProtection),
+		WorkloadIdentityConfig: &container.ClusterWorkloadIdentityConfigArgs{
+			WorkloadPool: pulumi.String(args.Project + ".svc.id.goog"),
+		},
+		// Pools are separate resources: editing inline pools would replace the cluster (pulumi-anchors.md 5).
+		RemoveDefaultNodePool: pulumi.Bool(true),
+		InitialNodeCount:      pulumi.Int(1),
+	}
+	if args.ReleaseChannel != "" {
+		cp.ReleaseChannel = &container.ClusterReleaseChannelArgs{Channel: pulumi.String(args.ReleaseChannel)}
+	}
+	if args.KubernetesVersion != "" {
+		cp.MinMasterVersion = pulumi.String(args.KubernetesVersion)
+	}
+	return cp
+}
+
+func gpuPoolContract(p GPUPoolArgs) cluster.GPUPool {
+	labels := cluster.GPUNodeLabels(p.Name)
+	labels[NoDefaultDevicePluginLabel] = "true"
+	labels[DRADriverLabel] = "true"
+	return cluster.GPUPool{
+		Name:        p.Name,
+		Model:       p.Model,
+		GPUsPerNode: p.GPUCount,
+		MIGProfile:  p.Partition,
+		Labels:      labels,
+		Taint:       cluster.GPUTaint,
+	}
+}
+
+func newGPUPool(ctx *pulumi.Context, name string, args *ClusterArgs, p GPUPoolArgs, contract cluster.GPUPool,
+	controlPlane *container.Cluster, parent pulumi.Resource) (*container.NodePool, error) {
+	effect, ok := taintEffects[contract.Taint.Effect]
+	if !ok {
+		return nil, fmt.Errorf("taint effect %q has no GKE spelling", contract.Taint.Effect)
+	}
+	accelerator := &container.NodePoolNodeConfigGuestAcceleratorArgs{
+		Type:  pulumi.String(p.Accelerator),
+		Count: pulumi.Int(p.GPUCount),
+		// The DRA driver needs a driver GKE did not install (GKE set-up-dra; gpu-facts.md 2.1, gotcha 6).
+		GpuDriverInstallationConfig: &container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs{
+			GpuDriverVersion: pulumi.String("INSTALLATION_DISABLED"),
+		},
+	}
+	if p.Partition != "" {
+		accelerator.GpuPartitionSize = pulumi.String(p.Partition)
+	}
+	return container.NewNodePool(ctx, name+"-"+p.Name, &container.NodePoolArgs{
+		Name:             pulumi.String(p.Name),
+		Cluster:          controlPlane.Name,
+		Location:         pulumi.String(args.Zone),
+		Project:          pulumi.String(args.Project),
+		NodeLocations:    pulumi.StringArray{pulumi.String(args.Zone)},
+		InitialNodeCount: pulumi.Int(p.MinNodes),
+		Autoscaling:      autoscaling(p.MinNodes, p.MaxNodes),
+		Management:       management(),
+		NodeConfig: &container.NodePoolNodeConfigArgs{
+			MachineType: pulumi.String(p.MachineType),
+			// The DRA driver's nvidiaDriverRoot assumes COS (/home/kubernetes/bin/nvidia; gpu-facts.md 1.2).
+			ImageType:              pulumi.String("COS_CONTAINERD"),
+			GuestAccelerators:      container.NodePoolNodeConfigGuestAcceleratorArray{accelerator},
+			Labels:                 pulumi.ToStringMap(contract.Labels),
+			WorkloadMetadataConfig: gkeMetadata(),
+			Taints: container.NodePoolNodeConfigTaintArray{&container.NodePoolNodeConfigTaintArgs{
+				Key:    pulumi.String(contract.Taint.Key),
+				Value:  pulumi.String(contract.Taint.Value),
+				Effect: pulumi.String(effect),
+			}},
+		},
+	}, pulumi.Parent(parent), ignoreNodeCounts(),
+		// The pool's name is fixed and accelerator changes force replacement: the old pool must go first. GPU quota
+		// rarely fits both at once anyway.
+		pulumi.DeleteBeforeReplace(true))
+}
+
+// autoscaling bounds are per zone; the pools have one zone, so they are the pool's bounds.
+func autoscaling(minNodes, maxNodes int) *container.NodePoolAutoscalingArgs {
+	return &container.NodePoolAutoscalingArgs{MinNodeCount: pulumi.Int(minNodes), MaxNodeCount: pulumi.Int(maxNodes)}
+}
+
+func management() *container.NodePoolManagementArgs {
+	return &container.NodePoolManagementArgs{AutoRepair: pulumi.Bool(true), AutoUpgrade: pulumi.Bool(true)}
+}
+
+// gkeMetadata serves pods the Workload Identity metadata server, hiding the node's service account from tenants.
+func gkeMetadata() *container.NodePoolNodeConfigWorkloadMetadataConfigArgs {
+	return &container.NodePoolNodeConfigWorkloadMetadataConfigArgs{Mode: pulumi.String("GKE_METADATA")}
+}
+
+// ignoreNodeCounts leaves the node count to the autoscaler; a changed initial count would otherwise replace the pool
+// (pulumi/pulumi-gcp#412).
+func ignoreNodeCounts() pulumi.ResourceOption {
+	return pulumi.IgnoreChanges([]string{"initialNodeCount", "nodeCount"})
+}
+
+// kubeconfigTemplate authenticates through gke-gcloud-auth-plugin, as kubectl does since GKE 1.26
+// (pulumi/examples gcp-go-gke/main.go).
+const kubeconfigTemplate = `apiVersion: v1
+kind: Config
+clusters:
+- name: %[1]s
+  cluster:
+    server: https://%[2]s
+    certificate-authority-data: %[3]s
+contexts:
+- name: %[1]s
+  context:
+    cluster: %[1]s
+    user: %[1]s
+current-context: %[1]s
+users:
+- name: %[1]s
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: gke-gcloud-auth-plugin
+      installHint: Install gke-gcloud-auth-plugin for use with kubectl by following
+        https://cloud.google.com/blog/products/containers-kubernetes/kubectl-auth-changes-in-gke
+      provideClusterInfo: true
+`
+
+func kubeconfig(args *ClusterArgs, controlPlane *container.Cluster) pulumi.StringOutput {
+	// The context name follows gcloud's gke_<project>_<location>_<cluster>.
+	contextName := pulumi.Sprintf("gke_%s_%s_%s", args.Project, args.Zone, controlPlane.Name)
+	return pulumi.Sprintf(kubeconfigTemplate, contextName, controlPlane.Endpoint,
+		controlPlane.MasterAuth.ClusterCaCertificate().Elem())
+}

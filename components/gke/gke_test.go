@@ -1,0 +1,381 @@
+package gke
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
+)
+
+const (
+	clusterType  = "gcp:container/cluster:Cluster"
+	nodePoolType = "gcp:container/nodePool:NodePool"
+	providerType = "pulumi:providers:kubernetes"
+	endpoint     = "203.0.113.10"
+	caData       = "Q0EtREFUQQ=="
+)
+
+func testArgs() *ClusterArgs {
+	return &ClusterArgs{
+		Project: "acme-gpu", Zone: "us-central1-a", Region: "us-central1",
+		KubernetesVersion: "1.35", ReleaseChannel: "RAPID", DeletionProtection: true,
+		SystemPool: SystemPoolArgs{MachineType: "e2-standard-4", MinNodes: 1, MaxNodes: 3},
+		GPUPools: []GPUPoolArgs{
+			{Name: "a100", MachineType: "a2-highgpu-1g", Accelerator: "nvidia-tesla-a100", GPUCount: 1,
+				MinNodes: 0, MaxNodes: 2, Model: cluster.A100x40GB},
+			{Name: "a100-mig", MachineType: "a2-highgpu-2g", Accelerator: "nvidia-tesla-a100", GPUCount: 2,
+				Partition: "1g.5gb", MinNodes: 1, MaxNodes: 4, Model: cluster.A100x40GB},
+		},
+	}
+}
+
+// recorder also keeps each registration's request, for what mocktest.Registration does not carry: dependencies and
+// resource options.
+type recorder struct {
+	*mocktest.Recorder
+	mu   sync.Mutex
+	reqs map[string]*pulumirpc.RegisterResourceRequest
+}
+
+func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	r.mu.Lock()
+	r.reqs[args.TypeToken+"/"+args.Name] = args.RegisterRPC
+	r.mu.Unlock()
+	return r.Recorder.NewResource(args)
+}
+
+func (r *recorder) request(t *testing.T, typ, name string) *pulumirpc.RegisterResourceRequest {
+	t.Helper()
+	req, ok := r.reqs[typ+"/"+name]
+	require.True(t, ok, "no %s named %q", typ, name)
+	return req
+}
+
+// run builds the cluster under mocks; inspect, when given, runs inside the program with the component.
+func run(t *testing.T, args *ClusterArgs, inspect func(ctx *pulumi.Context, c *Cluster)) *recorder {
+	t.Helper()
+	rec := &recorder{reqs: map[string]*pulumirpc.RegisterResourceRequest{}, Recorder: &mocktest.Recorder{
+		Outputs: map[string]func(resource.PropertyMap) resource.PropertyMap{
+			clusterType: func(resource.PropertyMap) resource.PropertyMap {
+				return resource.PropertyMap{
+					"name":     resource.NewStringProperty("gke-1234"),
+					"endpoint": resource.NewStringProperty(endpoint),
+					"masterAuth": resource.NewObjectProperty(resource.PropertyMap{
+						"clusterCaCertificate": resource.NewStringProperty(caData),
+					}),
+				}
+			},
+		},
+	}}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		c, err := NewCluster(ctx, "gke", args)
+		if err != nil {
+			return err
+		}
+		if inspect != nil {
+			inspect(ctx, c)
+		}
+		return nil
+	}, pulumi.WithMocks("gpu-tenancy", "test", rec))
+	require.NoError(t, err)
+	return rec
+}
+
+// at walks nested objects by key.
+func at(m resource.PropertyMap, keys ...resource.PropertyKey) resource.PropertyValue {
+	v := resource.NewObjectProperty(m)
+	for _, k := range keys {
+		v = v.ObjectValue()[k]
+	}
+	return v
+}
+
+func accelerator(in resource.PropertyMap) resource.PropertyMap {
+	return at(in, "nodeConfig", "guestAccelerators").ArrayValue()[0].ObjectValue()
+}
+
+func TestGPUPools(t *testing.T) {
+	args := testArgs()
+	rec := run(t, args, nil)
+	for _, p := range args.GPUPools {
+		reg, err := rec.Get(nodePoolType, "gke-"+p.Name)
+		require.NoError(t, err)
+		in := reg.Inputs
+		tests := []struct {
+			name  string
+			check func(t *testing.T)
+		}{
+			{"pool is named after the config", func(t *testing.T) {
+				assert.Equal(t, p.Name, in["name"].StringValue())
+			}},
+			{"machine type", func(t *testing.T) {
+				assert.Equal(t, p.MachineType, at(in, "nodeConfig", "machineType").StringValue())
+			}},
+			{"accelerator type and count", func(t *testing.T) {
+				assert.Equal(t, p.Accelerator, accelerator(in)["type"].StringValue())
+				assert.Equal(t, float64(p.GPUCount), accelerator(in)["count"].NumberValue())
+			}},
+			{"partition size only on the MIG pool", func(t *testing.T) {
+				size, ok := accelerator(in)["gpuPartitionSize"]
+				if p.Partition == "" {
+					assert.False(t, ok && !size.IsNull(), "whole-GPU pool has partition size %v", size)
+					return
+				}
+				assert.Equal(t, p.Partition, size.StringValue())
+			}},
+			{"GKE driver installation disabled", func(t *testing.T) {
+				cfg := accelerator(in)["gpuDriverInstallationConfig"].ObjectValue()
+				assert.Equal(t, "INSTALLATION_DISABLED", cfg["gpuDriverVersion"].StringValue())
+			}},
+			{"labels hand the GPUs to the DRA driver", func(t *testing.T) {
+				assert.Equal(t, map[string]any{
+					cluster.PoolLabel:          p.Name,
+					cluster.GPUPresentLabel:    "true",
+					NoDefaultDevicePluginLabel: "true",
+					DRADriverLabel:             "true",
+				}, at(in, "nodeConfig", "labels").Mappable())
+			}},
+			{"taint in GKE casing", func(t *testing.T) {
+				taints := at(in, "nodeConfig", "taints").ArrayValue()
+				require.Len(t, taints, 1)
+				assert.Equal(t, map[string]any{
+					"key": cluster.GPUTaint.Key, "value": cluster.GPUTaint.Value, "effect": "NO_SCHEDULE",
+				}, taints[0].Mappable())
+			}},
+			{"autoscaling bounds", func(t *testing.T) {
+				assert.Equal(t, float64(p.MinNodes), at(in, "autoscaling", "minNodeCount").NumberValue())
+				assert.Equal(t, float64(p.MaxNodes), at(in, "autoscaling", "maxNodeCount").NumberValue())
+			}},
+			{"nodes only in the cluster's zone", func(t *testing.T) {
+				assert.Equal(t, []any{args.Zone}, in["nodeLocations"].Mappable())
+				assert.Equal(t, args.Zone, in["location"].StringValue())
+			}},
+			{"auto repair and upgrade", func(t *testing.T) {
+				assert.Equal(t, map[string]any{"autoRepair": true, "autoUpgrade": true}, in["management"].Mappable())
+			}},
+			{"COS image, where the DRA driver root points", func(t *testing.T) {
+				assert.Equal(t, "COS_CONTAINERD", at(in, "nodeConfig", "imageType").StringValue())
+			}},
+			{"attached to the cluster", func(t *testing.T) {
+				assert.Equal(t, "gke-1234", in["cluster"].StringValue())
+				assert.Equal(t, args.Project, in["project"].StringValue())
+			}},
+			{"replaced by deleting first", func(t *testing.T) {
+				req := rec.request(t, nodePoolType, "gke-"+p.Name)
+				assert.True(t, req.GetDeleteBeforeReplace())
+				assert.Subset(t, req.GetIgnoreChanges(), []string{"initialNodeCount", "nodeCount"})
+			}},
+		}
+		for _, tc := range tests {
+			t.Run(p.Name+"/"+tc.name, tc.check)
+		}
+	}
+}
+
+func TestSystemPool(t *testing.T) {
+	args := testArgs()
+	rec := run(t, args, nil)
+	reg, err := rec.Get(nodePoolType, "gke-system")
+	require.NoError(t, err)
+	in := reg.Inputs
+	tests := []struct {
+		name  string
+		check func(t *testing.T)
+	}{
+		{"machine type", func(t *testing.T) {
+			assert.Equal(t, args.SystemPool.MachineType, at(in, "nodeConfig", "machineType").StringValue())
+		}},
+		{"autoscaling bounds", func(t *testing.T) {
+			assert.Equal(t, float64(args.SystemPool.MinNodes), at(in, "autoscaling", "minNodeCount").NumberValue())
+			assert.Equal(t, float64(args.SystemPool.MaxNodes), at(in, "autoscaling", "maxNodeCount").NumberValue())
+		}},
+		{"no accelerators, labels or taints", func(t *testing.T) {
+			for _, k := range []resource.PropertyKey{"guestAccelerators", "labels", "taints"} {
+				v, ok := at(in, "nodeConfig").ObjectValue()[k]
+				assert.False(t, ok && !v.IsNull(), "system pool has %s %v", k, v)
+			}
+		}},
+		{"autonamed so a replacement comes up first", func(t *testing.T) {
+			_, named := in["name"]
+			assert.False(t, named)
+			assert.False(t, rec.request(t, nodePoolType, "gke-system").GetDeleteBeforeReplace())
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.check)
+	}
+}
+
+func TestControlPlane(t *testing.T) {
+	args := testArgs()
+	reg, err := run(t, args, nil).Get(clusterType, "gke")
+	require.NoError(t, err)
+	in := reg.Inputs
+	tests := []struct {
+		name  string
+		check func(t *testing.T)
+	}{
+		{"zonal", func(t *testing.T) { assert.Equal(t, args.Zone, in["location"].StringValue()) }},
+		{"project", func(t *testing.T) { assert.Equal(t, args.Project, in["project"].StringValue()) }},
+		{"release channel", func(t *testing.T) {
+			assert.Equal(t, args.ReleaseChannel, at(in, "releaseChannel", "channel").StringValue())
+		}},
+		{"version", func(t *testing.T) {
+			assert.Equal(t, args.KubernetesVersion, in["minMasterVersion"].StringValue())
+		}},
+		{"workload identity pool of the project", func(t *testing.T) {
+			assert.Equal(t, args.Project+".svc.id.goog", at(in, "workloadIdentityConfig", "workloadPool").StringValue())
+		}},
+		{"default pool removed", func(t *testing.T) {
+			assert.True(t, in["removeDefaultNodePool"].BoolValue())
+			assert.Equal(t, float64(1), in["initialNodeCount"].NumberValue())
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.check)
+	}
+}
+
+func TestDeletionProtectionFollowsArgs(t *testing.T) {
+	for _, protect := range []bool{true, false} {
+		args := testArgs()
+		args.DeletionProtection = protect
+		reg, err := run(t, args, nil).Get(clusterType, "gke")
+		require.NoError(t, err)
+		assert.Equal(t, protect, reg.Inputs["deletionProtection"].BoolValue())
+	}
+}
+
+func TestReleaseChannelAndVersionLeftToGKEWhenUnset(t *testing.T) {
+	args := testArgs()
+	args.ReleaseChannel, args.KubernetesVersion = "", ""
+	reg, err := run(t, args, nil).Get(clusterType, "gke")
+	require.NoError(t, err)
+	assert.NotContains(t, reg.Inputs, resource.PropertyKey("releaseChannel"))
+	assert.NotContains(t, reg.Inputs, resource.PropertyKey("minMasterVersion"))
+}
+
+func TestProvider(t *testing.T) {
+	args := testArgs()
+	rec := run(t, args, nil)
+	reg, err := rec.Get(providerType, "gke")
+	require.NoError(t, err)
+	tests := []struct {
+		name  string
+		check func(t *testing.T)
+	}{
+		{"kubeconfig is secret", func(t *testing.T) {
+			assert.True(t, reg.Inputs["kubeconfig"].IsSecret())
+		}},
+		{"kubeconfig reaches the endpoint with the cluster CA through the GKE auth plugin", func(t *testing.T) {
+			var kc struct {
+				CurrentContext string `json:"current-context"`
+				Clusters       []struct {
+					Cluster struct {
+						Server string `json:"server"`
+						CA     string `json:"certificate-authority-data"`
+					} `json:"cluster"`
+				} `json:"clusters"`
+				Users []struct {
+					User struct {
+						Exec map[string]any `json:"exec"`
+					} `json:"user"`
+				} `json:"users"`
+			}
+			require.NoError(t, yaml.Unmarshal([]byte(reg.Inputs["kubeconfig"].SecretValue().Element.StringValue()), &kc))
+			require.Len(t, kc.Clusters, 1)
+			assert.Equal(t, "https://"+endpoint, kc.Clusters[0].Cluster.Server)
+			assert.Equal(t, caData, kc.Clusters[0].Cluster.CA)
+			assert.Equal(t, "gke_"+args.Project+"_"+args.Zone+"_gke-1234", kc.CurrentContext)
+			require.Len(t, kc.Users, 1)
+			assert.Equal(t, "gke-gcloud-auth-plugin", kc.Users[0].User.Exec["command"])
+			assert.Equal(t, "client.authentication.k8s.io/v1beta1", kc.Users[0].User.Exec["apiVersion"])
+			assert.Equal(t, true, kc.Users[0].User.Exec["provideClusterInfo"])
+		}},
+		{"waits for every pool", func(t *testing.T) {
+			var want []string
+			for _, name := range []string{"gke-system", "gke-a100", "gke-a100-mig"} {
+				pool, err := rec.Get(nodePoolType, name)
+				require.NoError(t, err)
+				want = append(want, pool.URN)
+			}
+			assert.Subset(t, rec.request(t, providerType, "gke").GetDependencies(), want)
+		}},
+		{"replaced only with the cluster", func(t *testing.T) {
+			assert.Equal(t, "gke-id", reg.Inputs["clusterIdentifier"].StringValue())
+		}},
+		{"parented to the component", func(t *testing.T) { assert.Equal(t, "gke", reg.ParentName()) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.check)
+	}
+}
+
+func TestChildrenParentedToComponent(t *testing.T) {
+	rec := run(t, testArgs(), nil)
+	for _, reg := range rec.All() {
+		if reg.Custom {
+			assert.Equal(t, "gke", reg.ParentName(), "%s %s", reg.Type, reg.Name)
+		}
+	}
+	assert.Len(t, rec.ByType("gpu-tenancy:gke:Cluster"), 1)
+}
+
+func TestContract(t *testing.T) {
+	args := testArgs()
+	var got *cluster.Cluster
+	var kubeconfig internals.UnsafeAwaitOutputResult
+	run(t, args, func(ctx *pulumi.Context, c *Cluster) {
+		got = c.Contract()
+		var err error
+		kubeconfig, err = internals.UnsafeAwaitOutput(ctx.Context(), got.Kubeconfig)
+		require.NoError(t, err)
+		assert.Same(t, c.ControlPlane, got.Anchor)
+		assert.Same(t, c.Provider, got.Provider)
+	})
+	assert.Equal(t, cluster.GKE, got.Flavour)
+	assert.True(t, kubeconfig.Secret, "contract kubeconfig must be secret")
+	require.Len(t, got.GPUPools, len(args.GPUPools))
+	for i, p := range args.GPUPools {
+		pool := got.GPUPools[i]
+		assert.Equal(t, p.Name, pool.Name)
+		assert.Equal(t, p.Model, pool.Model)
+		assert.Equal(t, p.GPUCount, pool.GPUsPerNode)
+		assert.Equal(t, p.Partition, pool.MIGProfile)
+		assert.Equal(t, p.Name, pool.Labels[cluster.PoolLabel])
+		assert.Equal(t, "true", pool.Labels[NoDefaultDevicePluginLabel])
+		// Pods tolerate taints in Kubernetes casing, whatever the GKE API spells.
+		assert.Equal(t, cluster.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: "NoSchedule"}, pool.Taint)
+	}
+}
+
+func TestRejectsImpossibleArgs(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(a *ClusterArgs) *ClusterArgs
+	}{
+		{"nil args", func(*ClusterArgs) *ClusterArgs { return nil }},
+		{"no project", func(a *ClusterArgs) *ClusterArgs { a.Project = ""; return a }},
+		{"no zone", func(a *ClusterArgs) *ClusterArgs { a.Zone = ""; return a }},
+		{"zone outside the region", func(a *ClusterArgs) *ClusterArgs { a.Zone = "europe-west4-a"; return a }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.mutate(testArgs())
+			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+				_, err := NewCluster(ctx, "gke", args)
+				return err
+			}, pulumi.WithMocks("gpu-tenancy", "test", &mocktest.Recorder{}))
+			assert.ErrorContains(t, err, `GKE cluster "gke"`)
+		})
+	}
+}

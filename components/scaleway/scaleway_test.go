@@ -1,0 +1,283 @@
+package scaleway
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
+)
+
+const (
+	clusterType  = "scaleway:kubernetes/cluster:Cluster"
+	poolType     = "scaleway:kubernetes/pool:Pool"
+	networkType  = "scaleway:network/privateNetwork:PrivateNetwork"
+	providerType = "pulumi:providers:kubernetes"
+	configFile   = "apiVersion: v1\nkind: Config\n# kapsule admin token\n"
+)
+
+func testArgs() *ClusterArgs {
+	return &ClusterArgs{
+		Zone: "fr-par-2", Region: "fr-par", KubernetesVersion: "1.35", CNI: "cilium",
+		DeleteAdditionalResources: true,
+		AutoUpgrade:               AutoUpgradeArgs{Enabled: true, MaintenanceWindowDay: "sunday", MaintenanceWindowStartHour: 3},
+		Autoscaler:                AutoscalerArgs{ScaleDownUnneededTime: "15m", Expander: "least_waste", IgnoreDaemonsetsUtilization: true},
+		SystemPool:                SystemPoolArgs{NodeType: "PRO2-S", MinNodes: 1, MaxNodes: 3},
+		GPUPools: []GPUPoolArgs{
+			{Name: "l4", NodeType: "L4-1-24G", GPUsPerNode: 1, MinNodes: 0, MaxNodes: 3, Model: cluster.L4},
+			{Name: "h100-mig", NodeType: "H100-1-80G", GPUsPerNode: 1, Partition: "1g.10gb", MinNodes: 1, MaxNodes: 2,
+				Model: cluster.H100PCIe},
+		},
+	}
+}
+
+// recorder also keeps each registration's request, for what mocktest.Registration does not carry: dependencies and
+// resource options.
+type recorder struct {
+	*mocktest.Recorder
+	mu   sync.Mutex
+	reqs map[string]*pulumirpc.RegisterResourceRequest
+}
+
+func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	r.mu.Lock()
+	r.reqs[args.TypeToken+"/"+args.Name] = args.RegisterRPC
+	r.mu.Unlock()
+	return r.Recorder.NewResource(args)
+}
+
+// run builds the cluster under mocks; inspect, when given, runs inside the program with the component.
+func run(t *testing.T, args *ClusterArgs, inspect func(ctx *pulumi.Context, c *Cluster)) *recorder {
+	t.Helper()
+	rec := &recorder{reqs: map[string]*pulumirpc.RegisterResourceRequest{}, Recorder: &mocktest.Recorder{
+		Outputs: map[string]func(resource.PropertyMap) resource.PropertyMap{
+			clusterType: func(resource.PropertyMap) resource.PropertyMap {
+				return resource.PropertyMap{"kubeconfigs": resource.NewArrayProperty([]resource.PropertyValue{
+					resource.NewObjectProperty(resource.PropertyMap{"configFile": resource.NewStringProperty(configFile)}),
+				})}
+			},
+		},
+	}}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		c, err := NewCluster(ctx, "scw", args)
+		if err != nil {
+			return err
+		}
+		if inspect != nil {
+			inspect(ctx, c)
+		}
+		return nil
+	}, pulumi.WithMocks("gpu-tenancy", "test", rec))
+	require.NoError(t, err)
+	return rec
+}
+
+func TestKapsule(t *testing.T) {
+	args := testArgs()
+	rec := run(t, args, nil)
+	reg, err := rec.Get(clusterType, "scw")
+	require.NoError(t, err)
+	in := reg.Inputs
+	tests := []struct {
+		name  string
+		check func(t *testing.T)
+	}{
+		{"on its private network", func(t *testing.T) {
+			pn, err := rec.Get(networkType, "scw")
+			require.NoError(t, err)
+			assert.Equal(t, args.Region, pn.Inputs["region"].StringValue())
+			assert.Equal(t, pn.Name+"-id", in["privateNetworkId"].StringValue())
+		}},
+		{"CNI", func(t *testing.T) { assert.Equal(t, args.CNI, in["cni"].StringValue()) }},
+		{"version", func(t *testing.T) { assert.Equal(t, args.KubernetesVersion, in["version"].StringValue()) }},
+		{"region", func(t *testing.T) { assert.Equal(t, args.Region, in["region"].StringValue()) }},
+		{"delete additional resources", func(t *testing.T) {
+			assert.Equal(t, args.DeleteAdditionalResources, in["deleteAdditionalResources"].BoolValue())
+		}},
+		{"auto-upgrade window", func(t *testing.T) {
+			assert.Equal(t, map[string]any{
+				"enable": true, "maintenanceWindowDay": "sunday", "maintenanceWindowStartHour": float64(3),
+			}, in["autoUpgrade"].Mappable())
+		}},
+		{"autoscaler knobs set, unset ones left to Scaleway", func(t *testing.T) {
+			assert.Equal(t, map[string]any{
+				"disableScaleDown": false, "scaleDownUnneededTime": "15m", "expander": "least_waste",
+				"ignoreDaemonsetsUtilization": true,
+			}, in["autoscalerConfig"].Mappable())
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.check)
+	}
+}
+
+func TestAutoUpgradeDisabledIsSent(t *testing.T) {
+	args := testArgs()
+	args.AutoUpgrade = AutoUpgradeArgs{}
+	reg, err := run(t, args, nil).Get(clusterType, "scw")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{
+		"enable": false, "maintenanceWindowDay": "any", "maintenanceWindowStartHour": float64(0),
+	}, reg.Inputs["autoUpgrade"].Mappable())
+}
+
+func TestGPUPools(t *testing.T) {
+	args := testArgs()
+	rec := run(t, args, nil)
+	for _, p := range args.GPUPools {
+		reg, err := rec.Get(poolType, "scw-"+p.Name)
+		require.NoError(t, err)
+		in := reg.Inputs
+		tests := []struct {
+			name  string
+			check func(t *testing.T)
+		}{
+			{"pool is named after the config", func(t *testing.T) { assert.Equal(t, p.Name, in["name"].StringValue()) }},
+			{"node type", func(t *testing.T) { assert.Equal(t, p.NodeType, in["nodeType"].StringValue()) }},
+			{"zone", func(t *testing.T) { assert.Equal(t, args.Zone, in["zone"].StringValue()) }},
+			{"in the cluster", func(t *testing.T) { assert.Equal(t, "scw-id", in["clusterId"].StringValue()) }},
+			{"autoscaling bounds, starting at the minimum", func(t *testing.T) {
+				assert.True(t, in["autoscaling"].BoolValue())
+				assert.Equal(t, float64(p.MinNodes), in["minSize"].NumberValue())
+				assert.Equal(t, float64(p.MaxNodes), in["maxSize"].NumberValue())
+				assert.Equal(t, float64(p.MinNodes), in["size"].NumberValue())
+			}},
+			{"autohealing", func(t *testing.T) { assert.True(t, in["autohealing"].BoolValue()) }},
+			{"waits until ready", func(t *testing.T) { assert.True(t, in["waitForPoolReady"].BoolValue()) }},
+			{"labels", func(t *testing.T) {
+				want := map[string]any{
+					cluster.PoolLabel: p.Name, cluster.GPUPresentLabel: "true",
+				}
+				if p.Partition != "" {
+					want[MIGConfigLabel] = "all-" + p.Partition
+				}
+				assert.Equal(t, want, in["labels"].Mappable())
+			}},
+			{"taint in Kubernetes casing", func(t *testing.T) {
+				assert.Equal(t, []any{map[string]any{
+					"key": cluster.GPUTaint.Key, "value": cluster.GPUTaint.Value, "effect": "NoSchedule",
+				}}, in["taints"].Mappable())
+			}},
+			{"replaced by deleting first, size left to the autoscaler", func(t *testing.T) {
+				req := rec.reqs[poolType+"/scw-"+p.Name]
+				assert.True(t, req.GetDeleteBeforeReplace())
+				assert.Contains(t, req.GetIgnoreChanges(), "size")
+			}},
+		}
+		for _, tc := range tests {
+			t.Run(p.Name+"/"+tc.name, tc.check)
+		}
+	}
+}
+
+func TestSystemPool(t *testing.T) {
+	args := testArgs()
+	rec := run(t, args, nil)
+	reg, err := rec.Get(poolType, "scw-system")
+	require.NoError(t, err)
+	in := reg.Inputs
+	assert.Equal(t, args.SystemPool.NodeType, in["nodeType"].StringValue())
+	assert.Equal(t, float64(args.SystemPool.MinNodes), in["minSize"].NumberValue())
+	assert.Equal(t, float64(args.SystemPool.MaxNodes), in["maxSize"].NumberValue())
+	assert.Equal(t, args.Zone, in["zone"].StringValue())
+	assert.NotContains(t, in, resource.PropertyKey("taints"))
+	// Autonamed and created before its old self goes: without a pool a Kapsule cluster has no API.
+	assert.NotContains(t, in, resource.PropertyKey("name"))
+	assert.False(t, rec.reqs[poolType+"/scw-system"].GetDeleteBeforeReplace())
+}
+
+func TestProvider(t *testing.T) {
+	rec := run(t, testArgs(), nil)
+	reg, err := rec.Get(providerType, "scw")
+	require.NoError(t, err)
+	tests := []struct {
+		name  string
+		check func(t *testing.T)
+	}{
+		{"kubeconfig is the cluster's, as a secret", func(t *testing.T) {
+			require.True(t, reg.Inputs["kubeconfig"].IsSecret())
+			assert.Equal(t, configFile, reg.Inputs["kubeconfig"].SecretValue().Element.StringValue())
+		}},
+		{"waits for every pool", func(t *testing.T) {
+			var want []string
+			for _, name := range []string{"scw-system", "scw-l4", "scw-h100-mig"} {
+				pool, err := rec.Get(poolType, name)
+				require.NoError(t, err)
+				want = append(want, pool.URN)
+			}
+			assert.Subset(t, rec.reqs[providerType+"/scw"].GetDependencies(), want)
+		}},
+		{"replaced only with the cluster", func(t *testing.T) {
+			assert.Equal(t, "scw-id", reg.Inputs["clusterIdentifier"].StringValue())
+		}},
+		{"parented to the component", func(t *testing.T) { assert.Equal(t, "scw", reg.ParentName()) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.check)
+	}
+}
+
+func TestChildrenParentedToComponent(t *testing.T) {
+	rec := run(t, testArgs(), nil)
+	for _, reg := range rec.All() {
+		if reg.Custom {
+			assert.Equal(t, "scw", reg.ParentName(), "%s %s", reg.Type, reg.Name)
+		}
+	}
+	assert.Len(t, rec.ByType("gpu-tenancy:scaleway:Cluster"), 1)
+}
+
+func TestContract(t *testing.T) {
+	args := testArgs()
+	var got *cluster.Cluster
+	var kubeconfig internals.UnsafeAwaitOutputResult
+	run(t, args, func(ctx *pulumi.Context, c *Cluster) {
+		got = c.Contract()
+		var err error
+		kubeconfig, err = internals.UnsafeAwaitOutput(ctx.Context(), got.Kubeconfig)
+		require.NoError(t, err)
+		assert.Same(t, c.Kapsule, got.Anchor)
+		assert.Same(t, c.Provider, got.Provider)
+	})
+	assert.Equal(t, cluster.Scaleway, got.Flavour)
+	assert.True(t, kubeconfig.Secret, "contract kubeconfig must be secret")
+	assert.Equal(t, configFile, kubeconfig.Value)
+	require.Len(t, got.GPUPools, len(args.GPUPools))
+	for i, p := range args.GPUPools {
+		pool := got.GPUPools[i]
+		assert.Equal(t, p.Name, pool.Name)
+		assert.Equal(t, p.Model, pool.Model)
+		assert.Equal(t, p.GPUsPerNode, pool.GPUsPerNode)
+		assert.Equal(t, p.Partition, pool.MIGProfile)
+		assert.Equal(t, p.Name, pool.Labels[cluster.PoolLabel])
+		assert.Equal(t, cluster.GPUTaint, pool.Taint)
+	}
+}
+
+func TestRejectsImpossibleArgs(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(a *ClusterArgs) *ClusterArgs
+	}{
+		{"nil args", func(*ClusterArgs) *ClusterArgs { return nil }},
+		{"no region", func(a *ClusterArgs) *ClusterArgs { a.Region = ""; return a }},
+		{"zone outside the region", func(a *ClusterArgs) *ClusterArgs { a.Zone = "nl-ams-1"; return a }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.mutate(testArgs())
+			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+				_, err := NewCluster(ctx, "scw", args)
+				return err
+			}, pulumi.WithMocks("gpu-tenancy", "test", &mocktest.Recorder{}))
+			assert.ErrorContains(t, err, `Kapsule cluster "scw"`)
+		})
+	}
+}

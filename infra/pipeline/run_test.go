@@ -1,0 +1,129 @@
+package pipeline
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// runStack runs the whole program under mocks with a stack file's config, secrets given placeholder values.
+func runStack(t *testing.T, stack string, override map[string]string) (*mocktest.Recorder, error) {
+	t.Helper()
+	sc, err := ReadStackFile(filepath.Join("..", "..", "stacks", "Pulumi."+stack+".yaml"))
+	require.NoError(t, err)
+	for k, v := range override {
+		sc.Values[k] = v
+	}
+	rec := &mocktest.Recorder{Outputs: mocktest.ComputedOutputs()}
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	err = mocktest.Run(stack, Program(root), rec, mocktest.WithConfig(sc.Values, sc.Secrets))
+	return rec, err
+}
+
+// localOverride points the local stack at a kubeconfig file that exists on every machine.
+func localOverride(t *testing.T) map[string]string {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600))
+	return map[string]string{"gpu-tenancy:existing": `{"kubeconfigPath":"` + kc + `"}`}
+}
+
+func count(rec *mocktest.Recorder, token string) int { return len(rec.ByType(token)) }
+
+func TestProgramBuildsEveryLayer(t *testing.T) {
+	cases := []struct {
+		stack    string
+		cluster  string
+		driver   int
+		platform int
+	}{
+		{"gke-dev", "gpu-tenancy:gke:Cluster", 1, 1},
+		{"scw-dev", "gpu-tenancy:scaleway:Cluster", 1, 1},
+		{"local", "gpu-tenancy:cluster:Existing", 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.stack, func(t *testing.T) {
+			var override map[string]string
+			if c.stack == "local" {
+				override = localOverride(t)
+			}
+			rec, err := runStack(t, c.stack, override)
+			require.NoError(t, err)
+			assert.Equal(t, 1, count(rec, c.cluster))
+			assert.Equal(t, c.driver, count(rec, "gpu-tenancy:dra:Driver"))
+			assert.Equal(t, c.platform, count(rec, "gpu-tenancy:vcluster:Platform"))
+			assert.Equal(t, 1, count(rec, "gpu-tenancy:tenancy:Catalog"))
+			assert.Equal(t, 2, count(rec, "gpu-tenancy:tenancy:Tenant"), "legal-ai and research-ai")
+			assert.Equal(t, 2, count(rec, "gpu-tenancy:vcluster:VirtualCluster"))
+			assert.Equal(t, 2, count(rec, "kubernetes:resource.k8s.io/v1:DeviceClass"), "gpu-whole and gpu-slice")
+		})
+	}
+}
+
+func TestInClusterObjectsUseTheClusterProviderAndGoWithTheCloudCluster(t *testing.T) {
+	rec, err := runStack(t, "gke-dev", nil)
+	require.NoError(t, err)
+	gkeCluster, err := rec.Get("gcp:container/cluster:Cluster", "gke")
+	require.NoError(t, err)
+	n := 0
+	for _, reg := range rec.All() {
+		if !reg.Custom || !strings.HasPrefix(reg.Type, "kubernetes:") {
+			continue
+		}
+		n++
+		assert.Equal(t, "gke", reg.ProviderName(), "%s %s must use the cluster's provider", reg.Type, reg.Name)
+		assert.Equal(t, gkeCluster.URN, reg.DeletedWith, "%s %s must be deleted with the cluster", reg.Type, reg.Name)
+	}
+	assert.Greater(t, n, 20)
+}
+
+func TestTenantsDoNotDependOnEachOther(t *testing.T) {
+	rec, err := runStack(t, "gke-dev", nil)
+	require.NoError(t, err)
+	tenantURNs := map[string]string{}
+	for _, reg := range rec.All() {
+		if reg.Type == "gpu-tenancy:tenancy:Tenant" || reg.Type == "gpu-tenancy:vcluster:VirtualCluster" {
+			tenantURNs[reg.URN] = reg.Name
+		}
+	}
+	for _, reg := range rec.All() {
+		owner := tenantOf(reg, tenantURNs)
+		for _, dep := range reg.Dependencies {
+			if other, ok := tenantURNs[dep]; ok && owner != "" && other != owner {
+				t.Errorf("%s %s of tenant %s depends on tenant %s", reg.Type, reg.Name, owner, other)
+			}
+		}
+	}
+}
+
+// tenantOf names the tenant whose component a registration sits under, by URN prefix of the component type chain.
+func tenantOf(reg mocktest.Registration, tenantURNs map[string]string) string {
+	if name, ok := tenantURNs[reg.URN]; ok {
+		return name
+	}
+	if name, ok := tenantURNs[reg.Parent]; ok {
+		return name
+	}
+	return ""
+}
+
+func TestBadConfigRegistersNothing(t *testing.T) {
+	rec, err := runStack(t, "gke-dev", map[string]string{"gpu-tenancy:gke": `{"project":"x","zone":"mars-1"}`})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "gpu-tenancy:gke.zone")
+	assert.Contains(t, err.Error(), "gpu-tenancy:gke.project")
+	assert.Empty(t, rec.All(), "no resource may be registered on bad input")
+}
+
+func TestTenantOutputsKeepKubeconfigSecret(t *testing.T) {
+	rec, err := runStack(t, "gke-dev", nil)
+	require.NoError(t, err)
+	for _, reg := range rec.ByType("pulumi:providers:kubernetes") {
+		assert.True(t, reg.Inputs["kubeconfig"].ContainsSecrets(), "provider %s kubeconfig must be secret", reg.Name)
+	}
+}
