@@ -8,6 +8,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
 	"github.com/gpu-tenancy/gpu-tenancy/components/gke"
+	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/components/scaleway"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
@@ -28,6 +29,9 @@ func Program(baseDir string) pulumi.RunFunc {
 		}
 		if baseDir == "" {
 			baseDir = ctx.RootDirectory()
+		}
+		for _, chart := range []*helmchart.Chart{&cfg.DRADriver.Chart, &cfg.Platform.Chart, &cfg.VCluster.Chart} {
+			chart.Path = resolve(baseDir, chart.Path)
 		}
 		return build(ctx, cfg, baseDir)
 	}
@@ -238,15 +242,20 @@ func newCluster(ctx *pulumi.Context, cfg *Config, baseDir string) (*cluster.Clus
 	}
 }
 
+// resolve expands environment variables in a config path and makes it absolute against baseDir; "" stays "".
+func resolve(baseDir, p string) string {
+	p = os.ExpandEnv(p)
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(baseDir, p)
+}
+
 func existingKubeconfig(cfg *Config, baseDir string) (string, error) {
 	if cfg.Secrets.Kubeconfig != "" {
 		return string(cfg.Secrets.Kubeconfig), nil
 	}
-	p := os.ExpandEnv(cfg.Existing.KubeconfigPath)
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(baseDir, p)
-	}
-	raw, err := os.ReadFile(p)
+	raw, err := os.ReadFile(resolve(baseDir, cfg.Existing.KubeconfigPath))
 	if err != nil {
 		return "", fmt.Errorf("%s:existing.kubeconfigPath: reading the kubeconfig: %w", Namespace, err)
 	}

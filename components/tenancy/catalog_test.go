@@ -1,0 +1,212 @@
+package tenancy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+const (
+	catalogType     = "gpu-tenancy:tenancy:Catalog"
+	tenantType      = "gpu-tenancy:tenancy:Tenant"
+	deviceClassType = "kubernetes:resource.k8s.io/v1:DeviceClass"
+	policyType      = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+	bindingType     = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+	namespaceType   = "kubernetes:core/v1:Namespace"
+	configMapType   = "kubernetes:core/v1:ConfigMap"
+	quotaType       = "kubernetes:core/v1:ResourceQuota"
+	limitRangeType  = "kubernetes:core/v1:LimitRange"
+	netpolType      = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+	ciliumType      = "kubernetes:cilium.io/v2:CiliumNetworkPolicy"
+)
+
+// The catalog most tests use: a class per tenant and one shared MIG class.
+var testClasses = []GPUClass{
+	{Name: "a100", Device: WholeGPU, Product: "A100", Tenants: []string{"team-a"}},
+	{Name: "a100-1g.5gb", Device: MIG, MIGProfile: "1g.5gb", Product: "A100", Tenants: []string{"team-a", "team-b"}},
+	{Name: "l4", Device: WholeGPU, Product: "L4", Tenants: []string{"team-b"}},
+}
+
+// runPlatform runs NewCatalog and then NewTenant for each tenant, as the pipeline does.
+func runPlatform(t *testing.T, classes []GPUClass, tenants ...TenantArgs) *mocktest.Recorder {
+	t.Helper()
+	rec, err := tryPlatform(classes, tenants...)
+	require.NoError(t, err)
+	return rec
+}
+
+func tryPlatform(classes []GPUClass, tenants ...TenantArgs) (*mocktest.Recorder, error) {
+	rec := &mocktest.Recorder{}
+	err := mocktest.Run("test", func(ctx *pulumi.Context) error {
+		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: classes})
+		if err != nil {
+			return err
+		}
+		for _, args := range tenants {
+			args.Catalog = catalog
+			if _, err := NewTenant(ctx, args.Name, &args); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, rec)
+	return rec, err
+}
+
+func get(t *testing.T, rec *mocktest.Recorder, typ, name string) mocktest.Registration {
+	t.Helper()
+	reg, err := rec.Get(typ, name)
+	require.NoError(t, err)
+	return reg
+}
+
+// decode turns registered inputs into the Kubernetes API type the API server would receive.
+func decode[T any](t *testing.T, reg mocktest.Registration) *T {
+	t.Helper()
+	raw, err := json.Marshal(reg.Inputs.Mappable())
+	require.NoError(t, err)
+	var out T
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	// A field the API type does not know would be pruned or refused by the API server: fail instead.
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&out), "%s %s", reg.Type, reg.Name)
+	return &out
+}
+
+// child decodes a registration after checking that it is a child of parentType.
+func child[T any](t *testing.T, rec *mocktest.Recorder, typ, name, parentType string) *T {
+	t.Helper()
+	reg := get(t, rec, typ, name)
+	childOf(t, reg, parentType)
+	return decode[T](t, reg)
+}
+
+func childOf(t *testing.T, reg mocktest.Registration, parentType string) {
+	t.Helper()
+	assert.Equal(t, parentType, string(resource.URN(reg.Parent).Type()), "%s %s must be a child of %s", reg.Type, reg.Name, parentType)
+}
+
+func TestCatalogDeviceClasses(t *testing.T) {
+	rec := runPlatform(t, testClasses)
+	require.Len(t, rec.ByType(deviceClassType), len(testClasses))
+	for _, class := range testClasses {
+		t.Run(class.Name, func(t *testing.T) {
+			dc := child[resourceapi.DeviceClass](t, rec, deviceClassType, "gpus-"+class.Name, catalogType)
+			assert.Equal(t, class.Name, dc.Name)
+			require.Len(t, dc.Spec.Selectors, 1)
+			require.NotNil(t, dc.Spec.Selectors[0].CEL)
+			assert.Equal(t, class.CEL(), dc.Spec.Selectors[0].CEL.Expression)
+			assert.Nil(t, dc.Spec.ExtendedResourceName, "a tenant class must not open the extended-resource path")
+
+			want := map[string]string{ManagedByLabel: ManagedBy}
+			for _, tenant := range class.Tenants {
+				want[ClassTenantLabel(tenant)] = "true"
+			}
+			assert.Equal(t, want, dc.Labels)
+		})
+	}
+}
+
+func TestCatalogSystemNamespace(t *testing.T) {
+	rec := runPlatform(t, testClasses)
+	reg := get(t, rec, namespaceType, "gpus-system")
+	childOf(t, reg, catalogType)
+	assert.Equal(t, SystemNamespace, reg.Inputs["metadata"].ObjectValue()["name"].StringValue())
+}
+
+func TestCatalogEntitlementPolicy(t *testing.T) {
+	rec := runPlatform(t, testClasses)
+	p := child[admissionregistrationv1.ValidatingAdmissionPolicy](t, rec, policyType, "gpus-entitlements", catalogType)
+
+	assert.Equal(t, EntitlementPolicyName, p.Name)
+	require.NotNil(t, p.Spec.FailurePolicy)
+	assert.Equal(t, admissionregistrationv1.Fail, *p.Spec.FailurePolicy)
+	require.NotNil(t, p.Spec.ParamKind)
+	assert.Equal(t, admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"}, *p.Spec.ParamKind)
+	mc := p.Spec.MatchConstraints
+	require.NotNil(t, mc)
+	require.NotNil(t, mc.MatchPolicy)
+	assert.Equal(t, admissionregistrationv1.Equivalent, *mc.MatchPolicy, "v1beta1/v1beta2 requests must be converted and checked")
+	require.Len(t, mc.ResourceRules, 1)
+	rule := mc.ResourceRules[0]
+	assert.Equal(t, []string{"resource.k8s.io"}, rule.APIGroups)
+	assert.Equal(t, []string{"v1"}, rule.APIVersions)
+	assert.ElementsMatch(t, []string{"resourceclaims", "resourceclaimtemplates"}, rule.Resources)
+	assert.ElementsMatch(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, rule.Operations)
+	for _, v := range p.Spec.Validations {
+		assert.NotEmpty(t, v.MessageExpression, "validation %q must explain itself", v.Expression)
+	}
+}
+
+func TestCatalogPolicyCodeDoesNotDependOnGrants(t *testing.T) {
+	specOf := func(classes []GPUClass) map[string]any {
+		rec := runPlatform(t, classes)
+		return get(t, rec, policyType, "gpus-entitlements").Inputs["spec"].Mappable().(map[string]any)
+	}
+	more := append([]GPUClass{{Name: "h100", Device: WholeGPU, Tenants: []string{"team-c"}}}, testClasses...)
+	assert.Equal(t, specOf(testClasses), specOf(more), "adding a class or tenant must update params, not policy code")
+}
+
+func TestCatalogExtendedResourceGuard(t *testing.T) {
+	rec := runPlatform(t, testClasses)
+	p := child[admissionregistrationv1.ValidatingAdmissionPolicy](t, rec, policyType, "gpus-extended-resources", catalogType)
+	assert.Equal(t, ExtendedResourcePolicyName, p.Name)
+	assert.Nil(t, p.Spec.ParamKind)
+	require.NotNil(t, p.Spec.MatchConstraints)
+	require.Len(t, p.Spec.MatchConstraints.ResourceRules, 1)
+	assert.Equal(t, []string{"pods"}, p.Spec.MatchConstraints.ResourceRules[0].Resources)
+
+	b := child[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, rec, bindingType, "gpus-extended-resources", catalogType)
+	assert.Equal(t, ExtendedResourcePolicyName, b.Spec.PolicyName)
+	assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
+	require.NotNil(t, b.Spec.MatchResources)
+	require.NotNil(t, b.Spec.MatchResources.NamespaceSelector)
+	require.Len(t, b.Spec.MatchResources.NamespaceSelector.MatchExpressions, 1)
+	req := b.Spec.MatchResources.NamespaceSelector.MatchExpressions[0]
+	assert.Equal(t, TenantNamespaceLabel, req.Key)
+	assert.EqualValues(t, "Exists", req.Operator)
+}
+
+func TestNewCatalogRejectsInvalidArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		classes []GPUClass
+		wantErr []string
+	}{
+		{"duplicate class", []GPUClass{{Name: "a", Device: WholeGPU}, {Name: "a", Device: WholeGPU}}, []string{`GPU class "a" is defined twice`}},
+		{"every problem at once", []GPUClass{{Name: "A", Device: WholeGPU}, {Name: "b", Device: "tpu"}},
+			[]string{`GPU class "A"`, `GPU class "b"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, err := tryPlatform(tt.classes)
+			require.Error(t, err)
+			for _, want := range tt.wantErr {
+				assert.Contains(t, err.Error(), want)
+			}
+			assert.Empty(t, rec.All(), "nothing may be registered when args are invalid")
+		})
+	}
+	t.Run("nil args", func(t *testing.T) {
+		err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+			_, err := NewCatalog(ctx, "gpus", nil)
+			return err
+		}, pulumi.WithMocks("gpu-tenancy", "test", &mocktest.Recorder{}))
+		assert.ErrorContains(t, err, "args are required")
+	})
+}
+
+func TestCatalogGrantedClasses(t *testing.T) {
+	c := &Catalog{classes: testClasses}
+	assert.Equal(t, []string{"a100", "a100-1g.5gb"}, c.GrantedClasses("team-a"))
+	assert.Equal(t, []string{"a100-1g.5gb", "l4"}, c.GrantedClasses("team-b"))
+	assert.Empty(t, c.GrantedClasses("team-c"))
+}

@@ -1,0 +1,275 @@
+package tenancy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func teamA() TenantArgs {
+	return TenantArgs{
+		Name:        "team-a",
+		DeviceQuota: map[string]int{"a100": 2, "a100-1g.5gb": 7},
+		CPU:         "16",
+		Memory:      "64Gi",
+	}
+}
+
+func teamB() TenantArgs {
+	return TenantArgs{
+		Name:        "team-b",
+		DeviceQuota: map[string]int{"a100-1g.5gb": 3, "l4": 1},
+		CPU:         "8",
+		Memory:      "32Gi",
+	}
+}
+
+func TestTenantNamespace(t *testing.T) {
+	rec := runPlatform(t, testClasses, teamA())
+	ns := child[corev1.Namespace](t, rec, namespaceType, "team-a-namespace", tenantType)
+	assert.Equal(t, "vcluster-team-a", ns.Name)
+	assert.Equal(t, Namespace("team-a"), ns.Name)
+	assert.Equal(t, "team-a", ns.Labels[TenantNamespaceLabel])
+	binding := get(t, rec, bindingType, "team-a-entitlements")
+	assert.Contains(t, get(t, rec, namespaceType, "team-a-namespace").Dependencies, binding.URN,
+		"the namespace must not exist before its entitlement binding")
+}
+
+func TestTenantGrantsLiveInTheSystemNamespace(t *testing.T) {
+	tests := []struct {
+		tenant TenantArgs
+		want   map[string]string
+	}{
+		{teamA(), map[string]string{"a100": grantedValue, "a100-1g.5gb": grantedValue}},
+		{teamB(), map[string]string{"a100-1g.5gb": grantedValue, "l4": grantedValue}},
+	}
+	rec := runPlatform(t, testClasses, teamA(), teamB())
+	for _, tt := range tests {
+		t.Run(tt.tenant.Name, func(t *testing.T) {
+			cm := child[corev1.ConfigMap](t, rec, configMapType, tt.tenant.Name+"-grants", tenantType)
+			assert.Equal(t, GrantsConfigMap(tt.tenant.Name), cm.Name)
+			assert.Equal(t, SystemNamespace, cm.Namespace, "grants must not live where the vCluster syncer writes")
+			assert.Equal(t, tt.tenant.Name, cm.Labels[TenantNamespaceLabel])
+			assert.Equal(t, tt.want, cm.Data)
+		})
+	}
+}
+
+func TestTenantEntitlementBinding(t *testing.T) {
+	rec := runPlatform(t, testClasses, teamA(), teamB())
+	require.Len(t, rec.ByType(bindingType), 3, "one binding per tenant plus the catalog's extended-resource binding")
+	for _, tenant := range []string{"team-a", "team-b"} {
+		t.Run(tenant, func(t *testing.T) {
+			b := child[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, rec, bindingType, tenant+"-entitlements", tenantType)
+			assert.Equal(t, EntitlementBinding(tenant), b.Name)
+			assert.Equal(t, EntitlementPolicyName, b.Spec.PolicyName)
+			assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
+			require.NotNil(t, b.Spec.ParamRef)
+			assert.Equal(t, GrantsConfigMap(tenant), b.Spec.ParamRef.Name)
+			assert.Equal(t, SystemNamespace, b.Spec.ParamRef.Namespace)
+			require.NotNil(t, b.Spec.ParamRef.ParameterNotFoundAction)
+			assert.Equal(t, admissionregistrationv1.DenyAction, *b.Spec.ParamRef.ParameterNotFoundAction)
+			require.NotNil(t, b.Spec.MatchResources)
+			require.NotNil(t, b.Spec.MatchResources.NamespaceSelector)
+			assert.Equal(t, map[string]string{TenantNamespaceLabel: tenant}, b.Spec.MatchResources.NamespaceSelector.MatchLabels)
+			assert.Empty(t, b.Spec.MatchResources.NamespaceSelector.MatchExpressions)
+		})
+	}
+}
+
+func TestTenantQuota(t *testing.T) {
+	tests := []struct {
+		tenant TenantArgs
+		want   map[string]string
+	}{
+		{teamA(), map[string]string{
+			"requests.cpu": "16", "requests.memory": "64Gi", "limits.memory": "64Gi",
+			"a100.deviceclass.resource.k8s.io/devices": "2", "a100-1g.5gb.deviceclass.resource.k8s.io/devices": "7",
+		}},
+		{teamB(), map[string]string{
+			"requests.cpu": "8", "requests.memory": "32Gi", "limits.memory": "32Gi",
+			"a100-1g.5gb.deviceclass.resource.k8s.io/devices": "3", "l4.deviceclass.resource.k8s.io/devices": "1",
+		}},
+	}
+	rec := runPlatform(t, testClasses, teamA(), teamB())
+	for _, tt := range tests {
+		t.Run(tt.tenant.Name, func(t *testing.T) {
+			q := child[corev1.ResourceQuota](t, rec, quotaType, tt.tenant.Name+"-quota", tenantType)
+			assert.Equal(t, Namespace(tt.tenant.Name), q.Namespace)
+			assert.Equal(t, tt.want, quantities(q.Spec.Hard))
+		})
+	}
+}
+
+func TestTenantLimitRange(t *testing.T) {
+	tests := []struct {
+		name        string
+		req, lim    ContainerResources
+		wantRequest map[string]string
+		wantLimit   map[string]string
+	}{
+		{
+			name:        "defaults fit a memory-limited quota",
+			wantRequest: map[string]string{"cpu": "100m", "memory": "128Mi"},
+			wantLimit:   map[string]string{"memory": "512Mi"},
+		},
+		{
+			name:        "configured values with a CPU limit",
+			req:         ContainerResources{CPU: "250m", Memory: "256Mi"},
+			lim:         ContainerResources{CPU: "2", Memory: "2Gi"},
+			wantRequest: map[string]string{"cpu": "250m", "memory": "256Mi"},
+			wantLimit:   map[string]string{"cpu": "2", "memory": "2Gi"},
+		},
+		{
+			name:        "unset fields keep their defaults",
+			req:         ContainerResources{CPU: "50m"},
+			wantRequest: map[string]string{"cpu": "50m", "memory": "128Mi"},
+			wantLimit:   map[string]string{"memory": "512Mi"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := teamA()
+			args.DefaultRequest, args.DefaultLimit = tt.req, tt.lim
+			rec := runPlatform(t, testClasses, args)
+			lr := child[corev1.LimitRange](t, rec, limitRangeType, "team-a-limits", tenantType)
+			assert.Equal(t, Namespace("team-a"), lr.Namespace)
+			require.Len(t, lr.Spec.Limits, 1)
+			item := lr.Spec.Limits[0]
+			assert.Equal(t, corev1.LimitTypeContainer, item.Type)
+			assert.Equal(t, tt.wantRequest, quantities(item.DefaultRequest))
+			assert.Equal(t, tt.wantLimit, quantities(item.Default))
+		})
+	}
+}
+
+func quantities(l corev1.ResourceList) map[string]string {
+	out := map[string]string{}
+	for k, v := range l {
+		out[string(k)] = v.String()
+	}
+	return out
+}
+
+func TestTenantOutputs(t *testing.T) {
+	type outputs struct {
+		namespace string
+		classes   []string
+	}
+	got := make(chan outputs, 1)
+	err := mocktest.Run("test", func(ctx *pulumi.Context) error {
+		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: testClasses})
+		if err != nil {
+			return err
+		}
+		args := teamB()
+		args.Catalog = catalog
+		tenant, err := NewTenant(ctx, "team-b", &args)
+		if err != nil {
+			return err
+		}
+		assert.Equal(t, "team-b", tenant.Name)
+		pulumi.All(tenant.Namespace, tenant.Classes).ApplyT(func(v []any) error {
+			got <- outputs{namespace: v[0].(string), classes: v[1].([]string)}
+			return nil
+		})
+		return nil
+	}, &mocktest.Recorder{})
+	require.NoError(t, err)
+	select {
+	case o := <-got:
+		assert.Equal(t, "vcluster-team-b", o.namespace)
+		assert.Equal(t, []string{"a100-1g.5gb", "l4"}, o.classes)
+	case <-time.After(10 * time.Second):
+		t.Fatal("tenant outputs never resolved")
+	}
+}
+
+func TestTenantAcceptsExplicitClassesMatchingTheCatalog(t *testing.T) {
+	args := teamA()
+	args.Classes = []string{"a100-1g.5gb", "a100"}
+	rec := runPlatform(t, testClasses, args)
+	cm := decode[corev1.ConfigMap](t, get(t, rec, configMapType, "team-a-grants"))
+	assert.Len(t, cm.Data, 2)
+}
+
+func TestNewTenantRejectsInvalidArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(*TenantArgs)
+		wantErr []string
+	}{
+		{"bad name", func(a *TenantArgs) { a.Name = "Team_A" }, []string{`tenant name "Team_A"`}},
+		{"name too long for its namespace", func(a *TenantArgs) { a.Name = "a234567890123456789012345678901234567890123456789012345" },
+			[]string{"at most 54 characters"}},
+		{"class not granted in the catalog", func(a *TenantArgs) { a.Classes = []string{"a100", "a100-1g.5gb", "l4"} },
+			[]string{`class "l4" does not list tenant "team-a"`}},
+		{"class not in the catalog", func(a *TenantArgs) { a.Classes = []string{"a100", "a100-1g.5gb", "h100"} },
+			[]string{`class "h100" is not in the catalog`}},
+		{"class granted by the catalog but omitted", func(a *TenantArgs) { a.Classes = []string{"a100"} },
+			[]string{`grants class "a100-1g.5gb" to tenant "team-a" but Classes omits it`}},
+		{"class listed twice", func(a *TenantArgs) { a.Classes = []string{"a100", "a100", "a100-1g.5gb"} },
+			[]string{`class "a100" is listed twice`}},
+		{"quota missing for a granted class", func(a *TenantArgs) { delete(a.DeviceQuota, "a100") },
+			[]string{`device quota for granted class "a100" is missing`}},
+		{"quota for a foreign class", func(a *TenantArgs) { a.DeviceQuota["l4"] = 1 },
+			[]string{`device quota names class "l4", which is not granted`}},
+		{"negative quota", func(a *TenantArgs) { a.DeviceQuota["a100"] = -1 }, []string{`is -1, must not be negative`}},
+		{"CPU quota missing", func(a *TenantArgs) { a.CPU = "" }, []string{"CPU quota is required"}},
+		{"memory quota malformed", func(a *TenantArgs) { a.Memory = "64GB!" }, []string{`memory quota "64GB!" is not a Kubernetes quantity`}},
+		{"default request above default limit", func(a *TenantArgs) { a.DefaultRequest.Memory = "1Gi" },
+			[]string{"default memory request 1Gi is above the default memory limit 512Mi"}},
+		{"blocked CIDR malformed", func(a *TenantArgs) { a.Network.BlockedEgressCIDRs = []string{"10.0.0.0/33"} },
+			[]string{`blocked egress CIDR "10.0.0.0/33" is not a CIDR`}},
+		{"blocked CIDR with host bits", func(a *TenantArgs) { a.Network.BlockedEgressCIDRs = []string{"10.1.2.3/8"} },
+			[]string{"use 10.0.0.0/8"}},
+		{"blocked CIDR blocks everything", func(a *TenantArgs) { a.Network.BlockedEgressCIDRs = []string{"0.0.0.0/0"} },
+			[]string{"would block all egress"}},
+		{"API server port out of range", func(a *TenantArgs) { a.Network.APIServerPorts = []int{0} },
+			[]string{"API server port 0"}},
+		{"ingress namespace malformed", func(a *TenantArgs) { a.Network.IngressFromNamespaces = []string{"Platform"} },
+			[]string{`ingress namespace "Platform"`}},
+		{"every problem at once", func(a *TenantArgs) { a.CPU = ""; a.DeviceQuota["l4"] = 1 },
+			[]string{"CPU quota is required", `device quota names class "l4"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := teamA()
+			tt.edit(&args)
+			rec, err := tryPlatform(testClasses, args)
+			require.Error(t, err)
+			for _, want := range tt.wantErr {
+				assert.Contains(t, err.Error(), want)
+			}
+			assert.Empty(t, rec.ByType(tenantType), "nothing of the tenant may be registered when args are invalid")
+		})
+	}
+	t.Run("nil catalog", func(t *testing.T) {
+		err := mocktest.Run("test", func(ctx *pulumi.Context) error {
+			args := teamA()
+			_, err := NewTenant(ctx, "team-a", &args)
+			return err
+		}, &mocktest.Recorder{})
+		assert.ErrorContains(t, err, "catalog is required")
+	})
+	t.Run("nil args", func(t *testing.T) {
+		err := mocktest.Run("test", func(ctx *pulumi.Context) error {
+			_, err := NewTenant(ctx, "team-a", nil)
+			return err
+		}, &mocktest.Recorder{})
+		assert.ErrorContains(t, err, "args are required")
+	})
+}
+
+func TestTenantArgsValidateWithoutACatalog(t *testing.T) {
+	args := teamA()
+	require.NoError(t, args.Validate(testClasses))
+	args.DeviceQuota["l4"] = 1
+	assert.ErrorContains(t, args.Validate(testClasses), `device quota names class "l4"`)
+}

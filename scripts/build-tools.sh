@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Builds the tools the local end-to-end tests need into .tools/ from the pinned modules under
+# scripts/tools (see scripts/tools/README.md). Everything comes from the Go module proxy by module
+# path; nothing fetched is committed.
+#
+#   scripts/build-tools.sh            build what is missing or out of date (a cold build takes minutes)
+#   scripts/build-tools.sh --force    rebuild everything
+#
+# Output:
+#   .tools/bin/{pulumi,etcd,kube-apiserver,kube-controller-manager,kube-scheduler}
+#   .tools/pulumi-home/plugins/resource-kubernetes-v4.32.0/pulumi-resource-kubernetes
+#       (run the engine with PULUMI_HOME=.tools/pulumi-home; the provider is deliberately not on
+#       PATH: the engine prefers a $PATH plugin over the plugin cache and warns on every run)
+#   .tools/charts/vcluster            writable copy of the vCluster chart
+#
+# Environment:
+#   GT_TOOLS_DIR     output root (default <repo>/.tools)
+#   GT_PULUMI_HOME   where the kubernetes plugin is installed (default $GT_TOOLS_DIR/pulumi-home)
+#   GT_HEAVY_LOCK    lock file serialising heavy builds (default /tmp/gt-heavy.lock)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MODS=$ROOT/scripts/tools
+TOOLS=${GT_TOOLS_DIR:-$ROOT/.tools}
+BIN=$TOOLS/bin
+STAMPS=$TOOLS/stamps
+PULUMI_HOME_DIR=${GT_PULUMI_HOME:-$TOOLS/pulumi-home}
+LOCK=${GT_HEAVY_LOCK:-/tmp/gt-heavy.lock}
+
+PULUMI_VERSION=v3.274.1
+# The version the pulumi-kubernetes Go SDK (v4.32.0) asks the engine for.
+K8S_PROVIDER_VERSION=4.32.0
+KUBE_VERSION=v1.34.4
+VCLUSTER_VERSION=v0.36.1
+
+FORCE=0
+case "${1:-}" in
+--force) FORCE=1 ;;
+"") ;;
+*)
+	echo "usage: $0 [--force]" >&2
+	exit 2
+	;;
+esac
+
+command -v go >/dev/null || {
+	echo "build-tools: go is not on PATH" >&2
+	exit 1
+}
+for c in flock sha256sum; do
+	command -v "$c" >/dev/null || {
+		echo "build-tools: $c is missing (Debian package util-linux / coreutils)" >&2
+		exit 1
+	}
+done
+mkdir -p "$BIN" "$STAMPS"
+GO_VERSION=$(go env GOVERSION GOOS GOARCH | tr '\n' ' ')
+
+# stamp_of DIR EXTRA...: hash of the module's files, the toolchain and the build parameters.
+stamp_of() {
+	local dir=$1
+	shift
+	{
+		echo "$GO_VERSION $*"
+		find "$dir" -maxdepth 1 -type f \( -name 'go.mod' -o -name 'go.sum' -o -name '*.go' -o -name '*.json' \) \
+			-print0 | sort -z | xargs -0 sha256sum
+	} | sha256sum | cut -d' ' -f1
+}
+
+up_to_date() { # name stamp outputs...
+	local name=$1 stamp=$2
+	shift 2
+	[[ $FORCE == 0 && -f $STAMPS/$name && "$(cat "$STAMPS/$name")" == "$stamp" ]] || return 1
+	local f
+	for f in "$@"; do [[ -x $f ]] || return 1; done
+}
+
+# timed LABEL CMD...: runs CMD under the heavy-build lock and reports wall time and peak RSS.
+timed() {
+	local label=$1
+	shift
+	if [[ -x /usr/bin/time ]]; then
+		local log
+		log=$(mktemp)
+		if ! flock "$LOCK" /usr/bin/time -v -o "$log" "$@"; then
+			cat "$log" >&2
+			rm -f "$log"
+			return 1
+		fi
+		printf '  %s: wall %s, peak RSS %s MB\n' "$label" \
+			"$(sed -n 's/.*Elapsed (wall clock) time.*: //p' "$log")" \
+			"$(($(sed -n 's/.*Maximum resident set size (kbytes): //p' "$log") / 1024))"
+		rm -f "$log"
+	else
+		local start=$SECONDS
+		flock "$LOCK" "$@"
+		printf '  %s: wall %ss\n' "$label" "$((SECONDS - start))"
+	fi
+}
+
+# build NAME MODULE_DIR OUT_DIR LDFLAGS PACKAGE...: go build into a staging dir, then move the
+# binaries (named like `go build` names them) into OUT_DIR. Several packages share one build (and
+# one stamp), so their common dependencies compile once.
+build() {
+	local name=$1 dir=$2 out=$3 ldflags=$4
+	shift 4
+	local bins=() p
+	for p in "$@"; do
+		if [[ $p == . ]]; then bins+=("$(basename "$dir")"); else bins+=("$(basename "$p")"); fi
+	done
+	local stamp
+	stamp=$(stamp_of "$dir" "$ldflags" "$@")
+	if up_to_date "$name" "$stamp" "${bins[@]/#/$out/}"; then
+		echo "build-tools: $name up to date"
+		return
+	fi
+	echo "build-tools: building $name ($*) ..."
+	local tmp
+	tmp=$(mktemp -d "$TOOLS/.build.XXXXXX")
+	if ! (cd "$dir" && timed "go build $name" go build -ldflags "-s -w $ldflags" -o "$tmp/" "$@"); then
+		rm -rf "$tmp"
+		return 1
+	fi
+	mkdir -p "$out"
+	for p in "${bins[@]}"; do mv -f "$tmp/$p" "$out/$p"; done
+	rm -rf "$tmp"
+	echo "$stamp" >"$STAMPS/$name"
+}
+
+# module_dir MODULE[@VERSION]: the module's directory in the module cache (downloading it).
+# Runs outside any module so go.mod/go.sum are never touched.
+module_dir() {
+	local dir
+	dir=$(cd "${TMPDIR:-/tmp}" && GOWORK=off GOFLAGS='' go mod download -json "$1" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+	[[ -n $dir && -d $dir ]] || {
+		echo "build-tools: cannot download $1" >&2
+		return 1
+	}
+	echo "$dir"
+}
+
+# required_version MODULE_DIR MODULE: the version MODULE_DIR's go.mod selects for MODULE.
+required_version() {
+	(cd "$1" && go list -m -f '{{.Version}}' "$2")
+}
+
+# --- etcd ------------------------------------------------------------------------------------
+build etcd "$MODS/etcd" "$BIN" "" .
+
+# --- kube-apiserver, kube-controller-manager, kube-scheduler ---------------------------------
+# The same variables k8s.io/kubernetes hack/lib/version.sh sets, so clients parse the version.
+kube_ldflags=""
+for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+	minor=${KUBE_VERSION#v1.}
+	kube_ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor%%.*}"
+	kube_ldflags+=" -X $pkg.gitTreeState=clean"
+done
+build kube "$MODS/kube" "$BIN" "$kube_ldflags" \
+	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+
+# --- pulumi CLI ------------------------------------------------------------------------------
+# The Automation API refuses a CLI that does not report its version.
+build pulumi "$MODS/pulumi" "$BIN" \
+	"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" \
+	github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
+
+# --- pulumi-resource-kubernetes --------------------------------------------------------------
+kp=$MODS/pulumi-resource-kubernetes
+kp_mod=github.com/pulumi/pulumi-kubernetes/provider/v4
+kp_src=$(module_dir "$kp_mod@$(required_version "$kp" "$kp_mod")")/cmd/pulumi-resource-kubernetes
+# The upstream generator (generate.go) stamps the version into the schema; do the same, so
+# `pulumi package get-schema` reports it. The schema has no top-level "version" key of its own.
+schema_tmp=$(mktemp)
+{
+	printf '{"version":"%s",' "$K8S_PROVIDER_VERSION"
+	tail -c +2 "$kp_src/schema.json"
+} >"$schema_tmp"
+cmp -s "$schema_tmp" "$kp/schema.json" || cp "$schema_tmp" "$kp/schema.json"
+rm -f "$schema_tmp"
+cmp -s "$kp_src/terraform-mapping.json" "$kp/terraform-mapping.json" ||
+	install -m 0644 "$kp_src/terraform-mapping.json" "$kp/terraform-mapping.json"
+# Built straight into the plugin cache under the version the SDK requests, so the engine never
+# tries to download it (offline) and no $PATH lookup is involved.
+plugin_dir=$PULUMI_HOME_DIR/plugins/resource-kubernetes-v$K8S_PROVIDER_VERSION
+rm -f "$plugin_dir.partial"
+build pulumi-resource-kubernetes "$kp" "$plugin_dir" \
+	"-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$K8S_PROVIDER_VERSION" .
+
+# --- vCluster chart --------------------------------------------------------------------------
+chart=$TOOLS/charts/vcluster
+if [[ $FORCE == 1 || ! -f $chart/Chart.yaml || "$(cat "$STAMPS/vcluster-chart" 2>/dev/null)" != "$VCLUSTER_VERSION" ]]; then
+	echo "build-tools: copying vCluster chart $VCLUSTER_VERSION ..."
+	src=$(module_dir "github.com/loft-sh/vcluster@$VCLUSTER_VERSION")/chart
+	rm -rf "$chart"
+	mkdir -p "$(dirname "$chart")"
+	cp -R "$src" "$chart"
+	chmod -R u+w "$chart"
+	echo "$VCLUSTER_VERSION" >"$STAMPS/vcluster-chart"
+else
+	echo "build-tools: vCluster chart up to date"
+fi
+
+echo "build-tools: done: $BIN"

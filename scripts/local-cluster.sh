@@ -1,0 +1,343 @@
+#!/usr/bin/env bash
+# A local Kubernetes control plane for end-to-end tests: etcd, kube-apiserver,
+# kube-controller-manager and kube-scheduler from .tools/bin (scripts/build-tools.sh), all on
+# loopback. There is no kubelet: pods are scheduled and DRA claims allocated, nothing runs.
+#
+#   scripts/local-cluster.sh up       start what is not running (harmless when all is up)
+#   scripts/local-cluster.sh down     stop the recorded processes, by pid
+#   scripts/local-cluster.sh status   report each component; exit 1 unless all are up
+#   scripts/local-cluster.sh purge    down, then delete the data directory (fresh etcd and certs)
+#
+# Admin kubeconfig: $GT_CLUSTER_DIR/kubeconfig (default .tools/local-cluster/kubeconfig).
+# Logs: $GT_CLUSTER_DIR/logs/<component>.log; pids: $GT_CLUSTER_DIR/run/<component>.pid.
+#
+# Environment (defaults in brackets):
+#   GT_CLUSTER_DIR        data directory [<repo>/.tools/local-cluster]
+#   GT_TOOLS_BIN          where the binaries are [<repo>/.tools/bin]
+#   GT_ETCD_PORT          etcd client port [23790]
+#   GT_ETCD_PEER_PORT     etcd peer port [23800]
+#   GT_APISERVER_PORT     kube-apiserver port [26443]
+#   GT_KCM_PORT           kube-controller-manager health port [20257]
+#   GT_SCHEDULER_PORT     kube-scheduler health port [20259]
+#   GT_FEATURE_GATES      extra --feature-gates for every component, e.g. DRAExtendedResource=true
+#   GT_START_TIMEOUT      seconds to wait for each component to become ready [60]
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+DATA=${GT_CLUSTER_DIR:-$ROOT/.tools/local-cluster}
+BIN=${GT_TOOLS_BIN:-$ROOT/.tools/bin}
+# /proc/<pid>/exe is a resolved path: compare pids against the resolved directory.
+if [[ -d $BIN ]]; then BIN=$(cd "$BIN" && pwd -P); fi
+ETCD_PORT=${GT_ETCD_PORT:-23790}
+ETCD_PEER_PORT=${GT_ETCD_PEER_PORT:-23800}
+APISERVER_PORT=${GT_APISERVER_PORT:-26443}
+KCM_PORT=${GT_KCM_PORT:-20257}
+SCHEDULER_PORT=${GT_SCHEDULER_PORT:-20259}
+FEATURE_GATES=${GT_FEATURE_GATES:-}
+START_TIMEOUT=${GT_START_TIMEOUT:-60}
+
+PKI=$DATA/pki
+RUN=$DATA/run
+LOGS=$DATA/logs
+KUBECONFIG_FILE=$DATA/kubeconfig
+SERVICE_CIDR=10.0.0.0/24
+SERVICE_IP=10.0.0.1
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+
+log() { echo "local-cluster: $*"; }
+die() {
+	echo "local-cluster: $*" >&2
+	exit 1
+}
+
+# need_packages CMD:PACKAGE...: installs the Debian packages of missing commands (root only).
+need_packages() {
+	local missing=() pair
+	for pair in "$@"; do command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}"); done
+	((${#missing[@]} == 0)) && return
+	if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
+		die "missing commands; install the Debian packages: ${missing[*]}"
+	fi
+	log "installing ${missing[*]} ..."
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null ||
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }
+}
+
+# --- certificates ----------------------------------------------------------------------------
+
+# new_ca NAME CN: a self-signed CA.
+new_ca() {
+	openssl req -x509 -newkey rsa:2048 -nodes -keyout "$PKI/$1.key" -out "$PKI/$1.crt" -days 3650 \
+		-subj "/CN=$2" -addext "basicConstraints=critical,CA:TRUE" \
+		-addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+}
+
+# sign CA NAME SUBJECT EXTENSIONS: a key and a certificate signed by CA.
+sign() {
+	local ca=$1 name=$2 subj=$3 ext=$4
+	openssl req -new -newkey rsa:2048 -nodes -keyout "$PKI/$name.key" -out "$PKI/$name.csr" -subj "$subj" 2>/dev/null
+	openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/$ca.crt" -CAkey "$PKI/$ca.key" -CAcreateserial \
+		-CAserial "$PKI/$ca.srl" -days 3650 -out "$PKI/$name.crt" -extfile <(printf '%b' "$ext") 2>/dev/null
+	rm -f "$PKI/$name.csr"
+}
+
+CLIENT_EXT="extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature,keyEncipherment"
+
+# ensure_pki creates whatever is missing, so data directories from older versions of this script
+# gain new files without losing the CA that running clients trust.
+ensure_pki() {
+	install -d -m 0700 "$PKI"
+	[[ -f $PKI/ca.crt ]] || { log "generating certificates in $PKI"; new_ca ca gpu-tenancy-local-ca; }
+	[[ -f $PKI/apiserver.crt ]] || sign ca apiserver "/CN=kube-apiserver" \
+		"subjectAltName=IP:127.0.0.1,IP:$SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment"
+	# system:masters: the controller-manager runs every controller with this one identity
+	# (--use-service-account-credentials=false) and tests need cluster-admin.
+	[[ -f $PKI/admin.crt ]] || sign ca admin "/O=system:masters/CN=gpu-tenancy-admin" "$CLIENT_EXT"
+	# The aggregation layer's front proxy; without it every component logs a missing
+	# requestheader CA on each resync.
+	[[ -f $PKI/front-proxy-ca.crt ]] || new_ca front-proxy-ca gpu-tenancy-local-front-proxy-ca
+	[[ -f $PKI/front-proxy-client.crt ]] || sign front-proxy-ca front-proxy-client "/CN=front-proxy-client" "$CLIENT_EXT"
+	# One RSA key signs (apiserver, controller-manager) and verifies service-account tokens.
+	if [[ ! -f $PKI/sa.pub ]]; then
+		openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+		openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+	fi
+}
+
+write_kubeconfig() {
+	local tmp=$KUBECONFIG_FILE.tmp
+	cat >"$tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: gpu-tenancy-local
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority-data: $(base64 -w0 <"$PKI/ca.crt")
+users:
+- name: gpu-tenancy-admin
+  user:
+    client-certificate-data: $(base64 -w0 <"$PKI/admin.crt")
+    client-key-data: $(base64 -w0 <"$PKI/admin.key")
+contexts:
+- name: gpu-tenancy-local
+  context:
+    cluster: gpu-tenancy-local
+    user: gpu-tenancy-admin
+current-context: gpu-tenancy-local
+EOF
+	chmod 0600 "$tmp"
+	mv -f "$tmp" "$KUBECONFIG_FILE"
+}
+
+# --- processes -------------------------------------------------------------------------------
+
+pid_of() { # prints the recorded pid of a component if that process is alive and is the component
+	local f=$RUN/$1.pid pid exe
+	[[ -f $f ]] || return 1
+	pid=$(<"$f")
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+	# A recycled pid belongs to another program: never report (or signal) it.
+	[[ ${exe% (deleted)} == "$BIN/$1" ]] || return 1
+	echo "$pid"
+}
+
+crashed_report() { # a pid file without its process: the component died; show why
+	local c=$1
+	[[ -f $RUN/$c.pid ]] || return 0
+	echo "local-cluster: $c (pid $(<"$RUN/$c.pid")) is not running; last lines of $LOGS/$c.log:" >&2
+	tail -n 20 "$LOGS/$c.log" 2>/dev/null | sed 's/^/    /' >&2 || true
+}
+
+start() { # start COMPONENT ARGS...: detached from this script (own session), output to its log
+	local c=$1
+	shift
+	[[ -x $BIN/$c ]] || die "$BIN/$c not found: run scripts/build-tools.sh first"
+	crashed_report "$c"
+	log "starting $c"
+	echo "=== $(date -u +%FT%TZ) starting $c" >>"$LOGS/$c.log"
+	setsid "$BIN/$c" "$@" </dev/null >>"$LOGS/$c.log" 2>&1 &
+	echo $! >"$RUN/$c.pid"
+	# setsid execs in place (this background job is not a group leader); wait for the exec.
+	local i
+	for ((i = 0; i < 40; i++)); do
+		pid_of "$c" >/dev/null && return
+		sleep 0.05
+	done
+}
+
+# wait_ready COMPONENT: polls its health endpoint until it answers.
+wait_ready() {
+	local c=$1 deadline=$((SECONDS + START_TIMEOUT))
+	until healthy "$c"; do
+		if ! pid_of "$c" >/dev/null; then
+			crashed_report "$c"
+			die "$c exited during start-up"
+		fi
+		((SECONDS < deadline)) || {
+			tail -n 20 "$LOGS/$c.log" | sed 's/^/    /' >&2
+			die "$c not ready at $(health_url "$c") after ${START_TIMEOUT}s"
+		}
+		sleep 0.5
+	done
+}
+
+ADMIN_CURL=(--cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key")
+
+health_url() {
+	case $1 in
+	etcd) echo "http://127.0.0.1:$ETCD_PORT/health" ;;
+	kube-apiserver) echo "https://127.0.0.1:$APISERVER_PORT/readyz" ;;
+	kube-controller-manager) echo "https://127.0.0.1:$KCM_PORT/healthz" ;;
+	kube-scheduler) echo "https://127.0.0.1:$SCHEDULER_PORT/healthz" ;;
+	esac
+}
+
+healthy() { # healthy COMPONENT: one probe of its health endpoint
+	local url
+	url=$(health_url "$1")
+	case $1 in
+	etcd) curl -sf --max-time 2 "$url" | grep -q '"health":"true"' ;;
+	kube-apiserver) [[ $(curl -sf --max-time 2 "${ADMIN_CURL[@]}" "$url") == ok ]] ;;
+	*) [[ $(curl -sfk --max-time 2 "$url") == ok ]] ;;
+	esac
+}
+
+gates() { [[ -z $FEATURE_GATES ]] || echo "--feature-gates=$FEATURE_GATES"; }
+
+up() {
+	need_packages openssl:openssl curl:curl setsid:util-linux
+	mkdir -p "$RUN" "$LOGS"
+	install -d -m 0700 "$DATA/etcd"
+	ensure_pki
+
+	if ! pid_of etcd >/dev/null; then
+		# --unsafe-no-fsync: throwaway test data; fsync dominates etcd latency on small VMs.
+		start etcd --name local --data-dir "$DATA/etcd" \
+			--listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+			--listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+			--initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+			--initial-cluster "local=http://127.0.0.1:$ETCD_PEER_PORT" \
+			--unsafe-no-fsync --log-level warn
+	fi
+	wait_ready etcd
+
+	if ! pid_of kube-apiserver >/dev/null; then
+		# --endpoint-reconciler-type none: the default Endpoints "kubernetes" may not hold a
+		# loopback address, and nothing runs in pods here to use it.
+		# shellcheck disable=SC2046
+		start kube-apiserver --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+			--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
+			--tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+			--client-ca-file "$PKI/ca.crt" \
+			--requestheader-client-ca-file "$PKI/front-proxy-ca.crt" --requestheader-allowed-names front-proxy-client \
+			--requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+			--requestheader-extra-headers-prefix X-Remote-Extra- \
+			--proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key" \
+			--service-account-issuer https://kubernetes.default.svc.cluster.local \
+			--service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+			--service-cluster-ip-range "$SERVICE_CIDR" \
+			--endpoint-reconciler-type none \
+			--authorization-mode RBAC \
+			--enable-admission-plugins NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultTolerationSeconds,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy \
+			--runtime-config resource.k8s.io/v1=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true \
+			--allow-privileged=true --profiling=false $(gates)
+	fi
+	wait_ready kube-apiserver
+	write_kubeconfig
+
+	if ! pid_of kube-controller-manager >/dev/null; then
+		# Without kubelets and a cloud, node lifecycle, IPAM, routes and load balancers have
+		# nothing to manage; quota, namespace, garbage-collector and resource-claim controllers stay on.
+		# shellcheck disable=SC2046
+		start kube-controller-manager --kubeconfig "$KUBECONFIG_FILE" \
+			--authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
+			--bind-address 127.0.0.1 --secure-port "$KCM_PORT" \
+			--controllers '*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-route,-service' \
+			--use-service-account-credentials=false --leader-elect=false \
+			--service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+			--cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+			--profiling=false $(gates)
+	fi
+	if ! pid_of kube-scheduler >/dev/null; then
+		# shellcheck disable=SC2046
+		start kube-scheduler --kubeconfig "$KUBECONFIG_FILE" \
+			--authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
+			--bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false \
+			--profiling=false $(gates)
+	fi
+	wait_ready kube-controller-manager
+	wait_ready kube-scheduler
+	log "up: kubeconfig $KUBECONFIG_FILE (https://127.0.0.1:$APISERVER_PORT)"
+}
+
+# signal_and_wait SIGNAL PID SECONDS: true once PID has exited.
+signal_and_wait() {
+	local i
+	kill "-$1" "$2" 2>/dev/null || true
+	for ((i = 0; i < $3 * 4; i++)); do
+		kill -0 "$2" 2>/dev/null || return 0
+		sleep 0.25
+	done
+	! kill -0 "$2" 2>/dev/null
+}
+
+stop() { # stop COMPONENT: SIGTERM the recorded pid, wait, then SIGKILL
+	local c=$1 pid
+	if ! pid=$(pid_of "$c"); then
+		rm -f "$RUN/$c.pid"
+		return
+	fi
+	log "stopping $c (pid $pid)"
+	# kube-apiserver drains for a few seconds on SIGTERM.
+	if ! signal_and_wait TERM "$pid" 15; then
+		log "$c (pid $pid) ignored SIGTERM for 15s; sending SIGKILL"
+		signal_and_wait KILL "$pid" 5 || die "$c (pid $pid) survived SIGKILL"
+	fi
+	rm -f "$RUN/$c.pid"
+}
+
+down() {
+	local i
+	for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do stop "${COMPONENTS[i]}"; done
+	log "down"
+}
+
+status() {
+	local c pid rc=0
+	for c in "${COMPONENTS[@]}"; do
+		if pid=$(pid_of "$c"); then
+			if healthy "$c"; then
+				printf '%-24s running  pid %-7s healthy  %s\n' "$c" "$pid" "$(health_url "$c")"
+			else
+				printf '%-24s running  pid %-7s UNHEALTHY %s\n' "$c" "$pid" "$(health_url "$c")"
+				rc=1
+			fi
+		elif [[ -f $RUN/$c.pid ]]; then
+			printf '%-24s CRASHED\n' "$c"
+			crashed_report "$c" 2>&1
+			rc=1
+		else
+			printf '%-24s stopped\n' "$c"
+			rc=1
+		fi
+	done
+	[[ -f $KUBECONFIG_FILE ]] && echo "kubeconfig: $KUBECONFIG_FILE"
+	return $rc
+}
+
+case "${1:-}" in
+up) up ;;
+down) down ;;
+status) status ;;
+purge)
+	down
+	rm -rf "$DATA"
+	log "removed $DATA"
+	;;
+*)
+	echo "usage: $0 up|down|status|purge" >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,487 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/tests/probe"
+	"github.com/gpu-tenancy/gpu-tenancy/tests/simhw"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1beta1 "k8s.io/api/resource/v1beta1"
+	resourcev1beta2 "k8s.io/api/resource/v1beta2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	legal    = "legal-ai"
+	research = "research-ai"
+	whole    = "gpu-whole"
+	slice    = "gpu-slice"
+)
+
+var dryRun = metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+
+// stackEnv is one engine stack of the local stack file, pointed at this test's control plane.
+type stackEnv struct {
+	t        *testing.T
+	stateDir string
+	workDir  string
+	base     pipeline.StackConfig
+}
+
+func newStackEnv(t *testing.T) *stackEnv {
+	base, err := pipeline.ReadStackFile(filepath.Join(repoRoot, "stacks", "Pulumi.local.yaml"))
+	require.NoError(t, err)
+	return &stackEnv{t: t, stateDir: t.TempDir(), workDir: t.TempDir(), base: base}
+}
+
+// open prepares the local stack with tenants replaced when given.
+func (s *stackEnv) open(ctx context.Context, tenants []pipeline.TenantConfig) *engine.Stack {
+	s.t.Helper()
+	cfg := map[string]string{pipeline.Namespace + ":existing": `{"kubeconfigPath":"` + kubeconfig + `"}`}
+	if tenants != nil {
+		raw, err := json.Marshal(tenants)
+		require.NoError(s.t, err)
+		cfg[pipeline.Namespace+":tenants"] = string(raw)
+	}
+	st, err := engine.Open(ctx, engine.Options{
+		RepoRoot: repoRoot, Stack: "local", WorkDir: s.workDir, StateDir: s.stateDir,
+		Passphrase: "e2e-passphrase", Config: cfg, Progress: testWriter{s.t},
+	})
+	require.NoError(s.t, err)
+	return st
+}
+
+func (s *stackEnv) tenants() []pipeline.TenantConfig {
+	var out []pipeline.TenantConfig
+	require.NoError(s.t, json.Unmarshal([]byte(s.base.Values[pipeline.Namespace+":tenants"]), &out))
+	return out
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// snapshot names the cluster-wide objects a stack could leave behind.
+func snapshot(t *testing.T, ctx context.Context) []string {
+	var names []string
+	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, n := range nss.Items {
+		names = append(names, "namespace/"+n.Name)
+	}
+	dcs, err := client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, d := range dcs.Items {
+		names = append(names, "deviceclass/"+d.Name)
+	}
+	vaps, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, v := range vaps.Items {
+		names = append(names, "vap/"+v.Name)
+	}
+	vapbs, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, v := range vapbs.Items {
+		names = append(names, "vapbinding/"+v.Name)
+	}
+	crs, err := client.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, c := range crs.Items {
+		names = append(names, "clusterrole/"+c.Name)
+	}
+	crbs, err := client.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, c := range crbs.Items {
+		names = append(names, "clusterrolebinding/"+c.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func requireDenied(t *testing.T, err error, fragments ...string) {
+	t.Helper()
+	require.Error(t, err, "must be denied")
+	assert.True(t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "denied by admission, got %v", err)
+	for _, f := range fragments {
+		assert.Contains(t, err.Error(), f)
+	}
+}
+
+// eventually retries a check while admission policy and quota caches catch up with a change.
+func eventually(t *testing.T, ctx context.Context, check func() error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		last = check()
+		return last == nil, nil
+	})
+	require.NoError(t, err, "last attempt: %v", last)
+}
+
+func TestLocalStack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	require.NoError(t, simhw.Apply(ctx, kubeconfig))
+	before := snapshot(t, ctx)
+	env := newStackEnv(t)
+
+	t.Run("up succeeds and a second preview reports no changes", func(t *testing.T) {
+		st := env.open(ctx, nil)
+		_, err := st.Up(ctx)
+		require.NoError(t, err)
+		prev, err := st.Preview(ctx)
+		require.NoError(t, err)
+		for op, n := range prev.ChangeSummary {
+			assert.Equal(t, "same", string(op), "second preview must not %s %d resources", op, n)
+		}
+	})
+
+	t.Run("the API server holds the platform's objects", func(t *testing.T) { checkObjects(t, ctx) })
+	t.Run("entitlements hold", func(t *testing.T) { checkEntitlements(t, ctx) })
+	t.Run("device quotas hold and allocation is real", func(t *testing.T) { checkQuotaAndAllocation(t, ctx) })
+	t.Run("the state holds no secret in plain text", func(t *testing.T) { checkState(t, env) })
+	t.Run("stack changes apply just that change", func(t *testing.T) { checkChanges(t, ctx, env) })
+
+	t.Run("destroy leaves the cluster as before", func(t *testing.T) {
+		deleteProbes(t, ctx)
+		st := env.open(ctx, nil)
+		_, err := st.Destroy(ctx)
+		require.NoError(t, err)
+		eventually(t, ctx, func() error {
+			if after := snapshot(t, ctx); !assert.ObjectsAreEqual(before, after) {
+				return errorf("cluster differs from before up:\nbefore %v\nafter  %v", before, after)
+			}
+			return nil
+		})
+	})
+}
+
+func checkObjects(t *testing.T, ctx context.Context) {
+	for _, c := range []struct{ class, tenant, selects string }{
+		{whole, legal, "device.attributes['gpu.nvidia.com'].type == 'gpu'"},
+		{slice, research, "device.attributes['gpu.nvidia.com'].profile == '1g.5gb'"},
+	} {
+		dc, err := client.ResourceV1().DeviceClasses().Get(ctx, c.class, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "true", dc.Labels[tenancy.ClassTenantLabel(c.tenant)])
+		require.Len(t, dc.Spec.Selectors, 1)
+		assert.Contains(t, dc.Spec.Selectors[0].CEL.Expression, c.selects)
+		assert.Contains(t, dc.Spec.Selectors[0].CEL.Expression, "device.driver == 'gpu.nvidia.com'")
+	}
+	for _, tenant := range []string{legal, research} {
+		ns := tenancy.Namespace(tenant)
+		n, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, tenant, n.Labels[tenancy.TenantNamespaceLabel])
+		quotas, err := client.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		found := false
+		for _, q := range quotas.Items {
+			for k := range q.Spec.Hard {
+				found = found || strings.HasSuffix(string(k), ".deviceclass.resource.k8s.io/devices")
+			}
+		}
+		assert.True(t, found, "tenant %s needs a device quota", tenant)
+		lrs, err := client.CoreV1().LimitRanges(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		assert.NotEmpty(t, lrs.Items, "limit range of %s", tenant)
+		nps, err := client.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		blocksMetadata := false
+		for _, np := range nps.Items {
+			for _, eg := range np.Spec.Egress {
+				for _, to := range eg.To {
+					if to.IPBlock != nil {
+						for _, ex := range to.IPBlock.Except {
+							blocksMetadata = blocksMetadata || ex == "169.254.169.254/32"
+						}
+					}
+				}
+			}
+		}
+		assert.True(t, blocksMetadata, "network policies of %s must block the metadata endpoint", tenant)
+		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, tenancy.EntitlementBinding(tenant), metav1.GetOptions{})
+		assert.NoError(t, err, "entitlement binding of %s", tenant)
+		// The vCluster release's objects: its control plane StatefulSet and the release record.
+		_, err = client.AppsV1().StatefulSets(ns).Get(ctx, tenant, metav1.GetOptions{})
+		assert.NoError(t, err, "vCluster StatefulSet of %s", tenant)
+		secrets, err := client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + tenant})
+		require.NoError(t, err)
+		assert.NotEmpty(t, secrets.Items, "helm release record of %s", tenant)
+	}
+	_, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, tenancy.EntitlementPolicyName, metav1.GetOptions{})
+	assert.NoError(t, err)
+}
+
+func checkEntitlements(t *testing.T, ctx context.Context) {
+	ns := tenancy.Namespace(legal)
+	claims := client.ResourceV1().ResourceClaims(ns)
+	eventually(t, ctx, func() error {
+		_, err := claims.Create(ctx, probe.Claim(ns, "granted", probe.Request{Classes: []string{whole}}), dryRun)
+		return err
+	})
+	denied := []struct {
+		name      string
+		create    func() error
+		fragments []string
+	}{
+		{"another tenant's class", func() error {
+			_, err := claims.Create(ctx, probe.Claim(ns, "foreign", probe.Request{Classes: []string{slice}}), dryRun)
+			return err
+		}, []string{legal, slice}},
+		{"firstAvailable mixing in a foreign class", func() error {
+			_, err := claims.Create(ctx, probe.Claim(ns, "mixed", probe.Request{Classes: []string{whole, slice}}), dryRun)
+			return err
+		}, []string{legal, slice}},
+		{"a template naming a foreign class", func() error {
+			_, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx,
+				probe.ClaimTemplate(ns, "foreign", probe.Request{Classes: []string{slice}}), dryRun)
+			return err
+		}, []string{legal, slice}},
+		{"adminAccess", func() error {
+			_, err := claims.Create(ctx, probe.Claim(ns, "admin", probe.Request{Classes: []string{whole}, AdminAccess: true}), dryRun)
+			return err
+		}, []string{"adminAccess"}},
+		{"the driver's own class", func() error {
+			_, err := claims.Create(ctx, probe.Claim(ns, "driver", probe.Request{Classes: []string{"gpu.nvidia.com"}}), dryRun)
+			return err
+		}, []string{legal, "gpu.nvidia.com"}},
+		{"another tenant's class through v1beta1", func() error {
+			c := &resourcev1beta1.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: "beta1", Namespace: ns},
+				Spec: resourcev1beta1.ResourceClaimSpec{Devices: resourcev1beta1.DeviceClaim{Requests: []resourcev1beta1.DeviceRequest{{
+					Name: "gpu", DeviceClassName: slice, AllocationMode: resourcev1beta1.DeviceAllocationModeExactCount, Count: 1,
+				}}}},
+			}
+			_, err := client.ResourceV1beta1().ResourceClaims(ns).Create(ctx, c, dryRun)
+			return err
+		}, []string{legal, slice}},
+		{"another tenant's class through v1beta2", func() error {
+			c := &resourcev1beta2.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: "beta2", Namespace: ns},
+				Spec: resourcev1beta2.ResourceClaimSpec{Devices: resourcev1beta2.DeviceClaim{Requests: []resourcev1beta2.DeviceRequest{{
+					Name: "gpu", Exactly: &resourcev1beta2.ExactDeviceRequest{DeviceClassName: slice},
+				}}}},
+			}
+			_, err := client.ResourceV1beta2().ResourceClaims(ns).Create(ctx, c, dryRun)
+			return err
+		}, []string{legal, slice}},
+	}
+	for _, d := range denied {
+		t.Run(d.name, func(t *testing.T) { requireDenied(t, d.create(), d.fragments...) })
+	}
+}
+
+// checkQuotaAndAllocation: legal-ai may hold 3 whole GPUs and the simulated pool has 2; research-ai gets MIG slices
+// through a claim template.
+func checkQuotaAndAllocation(t *testing.T, ctx context.Context) {
+	ns := tenancy.Namespace(legal)
+	require.NoError(t, probe.WaitServiceAccount(ctx, client, ns, time.Minute))
+	var allocated []probe.Allocation
+	for _, name := range []string{"whole-a", "whole-b", "whole-c"} {
+		_, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, probe.Claim(ns, name, probe.Request{Classes: []string{whole}}), metav1.CreateOptions{})
+		require.NoError(t, err, "claim %s is within quota", name)
+		_, err = client.CoreV1().Pods(ns).Create(ctx, probe.Pod(ns, name, name, ""), metav1.CreateOptions{})
+		require.NoError(t, err)
+		if name == "whole-c" {
+			break
+		}
+		a, err := probe.WaitAllocated(ctx, client, ns, name, time.Minute)
+		require.NoError(t, err)
+		allocated = append(allocated, a)
+	}
+	for _, a := range allocated {
+		assert.Equal(t, "gpu-0", a.Device, "a whole GPU, never a MIG device")
+		assert.True(t, strings.HasPrefix(a.Node, "gpu-a100-whole-"), "on the whole-A100 pool, got %s", a.Node)
+		assert.Equal(t, a.Node, a.Pool, "the driver names one pool per node")
+	}
+	require.Len(t, allocated, 2)
+	assert.NotEqual(t, allocated[0].Node, allocated[1].Node)
+
+	t.Run("capacity exhausted: the claim stays unallocated and the pod Pending", func(t *testing.T) {
+		var reason string
+		eventually(t, ctx, func() error {
+			var err error
+			reason, err = probe.PendingReason(ctx, client, ns, "whole-c")
+			if err == nil && (reason == "" || reason == "not yet considered by the scheduler") {
+				return errorf("pod whole-c: scheduler has not reported yet (%q)", reason)
+			}
+			return err
+		})
+		t.Logf("whole-c pending: %s", reason)
+		c, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, "whole-c", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Nil(t, c.Status.Allocation)
+	})
+
+	t.Run("a claim beyond the class quota is rejected", func(t *testing.T) {
+		_, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, probe.Claim(ns, "whole-d", probe.Request{Classes: []string{whole}}), metav1.CreateOptions{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "exceeded quota")
+		assert.Contains(t, err.Error(), whole+".deviceclass.resource.k8s.io/devices")
+	})
+
+	t.Run("research-ai gets a 1g.5gb MIG device through a claim template", func(t *testing.T) {
+		rns := tenancy.Namespace(research)
+		require.NoError(t, probe.WaitServiceAccount(ctx, client, rns, time.Minute))
+		_, err := client.ResourceV1().ResourceClaimTemplates(rns).Create(ctx,
+			probe.ClaimTemplate(rns, "slice", probe.Request{Classes: []string{slice}}), metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = client.CoreV1().Pods(rns).Create(ctx, probe.Pod(rns, "slice-a", "", "slice"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		a, err := probe.WaitAllocated(ctx, client, rns, "slice-a", time.Minute)
+		require.NoError(t, err)
+		assert.Equal(t, "gpu-a100-mig-0", a.Node)
+		assert.True(t, strings.HasPrefix(a.Device, "gpu-0-mig-1g5gb-"), "a 1g.5gb MIG device, got %s", a.Device)
+	})
+}
+
+func deleteProbes(t *testing.T, ctx context.Context) {
+	for _, tenant := range []string{legal, research} {
+		ns := tenancy.Namespace(tenant)
+		zero := int64(0)
+		require.NoError(t, client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}))
+		require.NoError(t, client.ResourceV1().ResourceClaimTemplates(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+	}
+}
+
+// checkState searches the state file for the secrets the stack holds: the cluster's kubeconfig and its key.
+func checkState(t *testing.T, env *stackEnv) {
+	files, err := filepath.Glob(filepath.Join(env.stateDir, ".pulumi", "stacks", "*", "local.json"))
+	require.NoError(t, err)
+	require.Len(t, files, 1, "one state file for the local stack")
+	state, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	raw, err := os.ReadFile(kubeconfig)
+	require.NoError(t, err)
+	var kc struct {
+		Users []struct {
+			User struct {
+				ClientKeyData string `json:"client-key-data"`
+				Token         string `json:"token"`
+			} `json:"user"`
+		} `json:"users"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &kc))
+	require.NotEmpty(t, kc.Users)
+	var secrets []string
+	for _, u := range kc.Users {
+		if k := u.User.ClientKeyData; k != "" {
+			secrets = append(secrets, k)
+			pem, err := base64.StdEncoding.DecodeString(k)
+			require.NoError(t, err)
+			lines := strings.Split(string(pem), "\n")
+			require.Greater(t, len(lines), 2)
+			secrets = append(secrets, lines[1]) // the key's first base64 line
+		}
+		if u.User.Token != "" {
+			secrets = append(secrets, u.User.Token)
+		}
+	}
+	require.NotEmpty(t, secrets, "the kubeconfig holds a credential to look for")
+	for _, s := range secrets {
+		assert.NotContains(t, string(state), s, "state file holds a credential in plain text")
+	}
+	assert.Contains(t, string(state), "ciphertext", "secrets are stored encrypted")
+}
+
+func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
+	tenants := env.tenants()
+	audit := pipeline.TenantConfig{Name: "audit-ai", Classes: []string{slice}, GPUQuota: map[string]int{slice: 1}}
+
+	t.Run("adding a tenant creates it and touches no other tenant", func(t *testing.T) {
+		res, err := env.open(ctx, append(tenants, audit)).Up(ctx)
+		require.NoError(t, err)
+		changes := *res.Summary.ResourceChanges
+		assert.Zero(t, changes["delete"]+changes["replace"], "%v", changes)
+		assert.Positive(t, changes["create"])
+		assert.Equal(t, 1, changes["update"], "only the gpu-slice DeviceClass gains a grant label: %v", changes)
+		dc, err := client.ResourceV1().DeviceClasses().Get(ctx, slice, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "true", dc.Labels[tenancy.ClassTenantLabel("audit-ai")])
+		_, err = client.CoreV1().Namespaces().Get(ctx, tenancy.Namespace("audit-ai"), metav1.GetOptions{})
+		assert.NoError(t, err)
+	})
+
+	t.Run("changing a quota updates just that quota", func(t *testing.T) {
+		changed := append([]pipeline.TenantConfig(nil), tenants...)
+		changed[1].GPUQuota = map[string]int{slice: 5}
+		res, err := env.open(ctx, append(changed, audit)).Up(ctx)
+		require.NoError(t, err)
+		changes := *res.Summary.ResourceChanges
+		assert.Equal(t, 1, changes["update"], "%v", changes)
+		assert.Zero(t, changes["create"]+changes["delete"]+changes["replace"], "%v", changes)
+		quotas, err := client.CoreV1().ResourceQuotas(tenancy.Namespace(research)).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		got := ""
+		for _, q := range quotas.Items {
+			if v, ok := q.Spec.Hard[resourceName(slice)]; ok {
+				got = v.String()
+			}
+		}
+		assert.Equal(t, "5", got)
+	})
+
+	t.Run("granting a class lets the tenant claim it", func(t *testing.T) {
+		changed := append([]pipeline.TenantConfig(nil), tenants...)
+		changed[1].Classes = []string{slice, whole}
+		changed[1].GPUQuota = map[string]int{slice: 5, whole: 1}
+		_, err := env.open(ctx, append(changed, audit)).Up(ctx)
+		require.NoError(t, err)
+		ns := tenancy.Namespace(research)
+		eventually(t, ctx, func() error {
+			_, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, probe.Claim(ns, "granted", probe.Request{Classes: []string{whole}}), dryRun)
+			return err
+		})
+	})
+
+	t.Run("removing a tenant leaves nothing behind", func(t *testing.T) {
+		_, err := env.open(ctx, nil).Up(ctx)
+		require.NoError(t, err)
+		eventually(t, ctx, func() error {
+			if _, err := client.CoreV1().Namespaces().Get(ctx, tenancy.Namespace("audit-ai"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return errorf("namespace of audit-ai still there (%v)", err)
+			}
+			return nil
+		})
+		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, tenancy.EntitlementBinding("audit-ai"), metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "binding of audit-ai: %v", err)
+		_, err = client.CoreV1().ConfigMaps(tenancy.SystemNamespace).Get(ctx, tenancy.GrantsConfigMap("audit-ai"), metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "grants of audit-ai: %v", err)
+		for _, class := range []string{whole, slice} {
+			dc, err := client.ResourceV1().DeviceClasses().Get(ctx, class, metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.NotContains(t, dc.Labels, tenancy.ClassTenantLabel("audit-ai"))
+		}
+		dc, err := client.ResourceV1().DeviceClasses().Get(ctx, whole, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.NotContains(t, dc.Labels, tenancy.ClassTenantLabel(research), "the grant of gpu-whole to research-ai is gone again")
+	})
+}
+
+// resourceName is the quota key for a class's devices.
+func resourceName(class string) corev1.ResourceName {
+	return corev1.ResourceName(class + corev1.ResourceClaimsPerClass)
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

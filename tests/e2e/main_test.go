@@ -1,0 +1,89 @@
+// Package e2e runs the local stack for real: the pulumi CLI and kubernetes provider built by `make tools`, the
+// pipeline as an inline program, and a local control plane (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler) of its own, on ports apart from the demo's, with simulated GPU nodes.
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/tests/probe"
+	"k8s.io/client-go/kubernetes"
+)
+
+var (
+	repoRoot   string
+	clusterDir string
+	kubeconfig string
+	client     kubernetes.Interface
+)
+
+// Ports apart from the demo's cluster (scripts/local-cluster.sh defaults), so both can run at once.
+var clusterEnv = []string{
+	"GT_ETCD_PORT=33790", "GT_ETCD_PEER_PORT=33800", "GT_APISERVER_PORT=36443",
+	"GT_KCM_PORT=30257", "GT_SCHEDULER_PORT=30259",
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if testing.Short() {
+		fmt.Println("e2e: skipped with -short")
+		return 0
+	}
+	var err error
+	repoRoot, err = filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, tool := range []string{"pulumi", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if _, err := os.Stat(filepath.Join(repoRoot, ".tools", "bin", tool)); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %s is not built: run `make tools` (make test does)\n", tool)
+			return 1
+		}
+	}
+	clusterDir, err = os.MkdirTemp("", "gpu-tenancy-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(clusterDir)
+	if err := localCluster("up"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = localCluster("down")
+		return 1
+	}
+	defer func() {
+		if err := localCluster("down"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	kubeconfig = filepath.Join(clusterDir, "kubeconfig")
+	if client, err = probe.Connect(kubeconfig); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+func localCluster(verb string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(repoRoot, "scripts", "local-cluster.sh"), verb)
+	cmd.Env = append(append(os.Environ(), clusterEnv...), "GT_CLUSTER_DIR="+clusterDir)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("local-cluster.sh %s: %w", verb, err)
+	}
+	return nil
+}
