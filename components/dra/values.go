@@ -1,0 +1,90 @@
+package dra
+
+import (
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+)
+
+// values are the dra-driver-nvidia-gpu chart values this project sets; every other key keeps the chart default.
+type values struct {
+	NvidiaDriverRoot string `json:"nvidiaDriverRoot"`
+	// The chart refuses to render GPU allocation without this guard (dra-driver-nvidia-gpu 0.4.0 templates/validation.yaml).
+	GPUResourcesEnabledOverride bool `json:"gpuResourcesEnabledOverride"`
+	// Set explicitly so rendering never depends on live .Capabilities (gpu-facts 1.2, gotcha 21).
+	ResourceAPIVersion string              `json:"resourceApiVersion"`
+	Resources          resourcesValues     `json:"resources"`
+	KubeletPlugin      kubeletPluginValues `json:"kubeletPlugin"`
+}
+
+type resourcesValues struct {
+	GPUs           enabled `json:"gpus"`
+	ComputeDomains enabled `json:"computeDomains"`
+}
+
+type enabled struct {
+	Enabled bool `json:"enabled"`
+}
+
+type kubeletPluginValues struct {
+	NodeSelector map[string]string `json:"nodeSelector"`
+	Tolerations  []toleration      `json:"tolerations"`
+}
+
+type toleration struct {
+	Key      string `json:"key"`
+	Operator string `json:"operator"`
+	Value    string `json:"value,omitempty"`
+	Effect   string `json:"effect"`
+}
+
+// chartDefaultToleration is kubeletPlugin.tolerations[0] of the chart; a values list replaces the chart's list, so it
+// is kept explicitly (dra-driver-nvidia-gpu 0.4.0 values.yaml).
+var chartDefaultToleration = toleration{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"}
+
+func (t toleration) tolerates(taint cluster.Taint) bool {
+	if t.Key != taint.Key || t.Effect != taint.Effect {
+		return false
+	}
+	return t.Operator == "Exists" || t.Value == taint.Value
+}
+
+// kubeletPluginTolerations lets the kubelet plugin onto every GPU pool: the chart default plus one toleration per
+// pool taint it does not already cover.
+func kubeletPluginTolerations(pools []cluster.GPUPool) []toleration {
+	out := []toleration{chartDefaultToleration}
+	for _, p := range pools {
+		if p.Taint.Key == "" {
+			continue
+		}
+		covered := false
+		for _, t := range out {
+			covered = covered || t.tolerates(p.Taint)
+		}
+		if covered {
+			continue
+		}
+		t := toleration{Key: p.Taint.Key, Operator: "Exists", Effect: p.Taint.Effect}
+		if p.Taint.Value != "" {
+			t.Operator, t.Value = "Equal", p.Taint.Value
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func driverValues(cfg *resolved) values {
+	return values{
+		NvidiaDriverRoot:            cfg.driverRoot,
+		GPUResourcesEnabledOverride: true,
+		ResourceAPIVersion:          ResourceAPIVersion,
+		Resources: resourcesValues{
+			GPUs:           enabled{Enabled: true},
+			ComputeDomains: enabled{Enabled: cfg.computeDomains},
+		},
+		KubeletPlugin: kubeletPluginValues{
+			// Every flavour labels its GPU pools with this; the chart's own affinity accepts it too, and GKE has no NFD
+			// to set the alternatives (gpu-facts 1.2, gotcha 5).
+			NodeSelector: map[string]string{cluster.GPUPresentLabel: "true"},
+			Tolerations:  kubeletPluginTolerations(cfg.pools),
+		},
+	}
+}

@@ -1,0 +1,214 @@
+package vcluster
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Platform chart defaults. 4.11.2 is the newest stable tag of loft-sh/loft (the chart's source, published as
+// vcluster-platform) in the sources read, at least the v4.11.0 vCluster v0.36.1 requires (gpu-facts 4.3, 4.4), and
+// its chart can read the admin password from a Secret (admin.passwordSecretRef, loft-sh/loft v4.11.2 chart/values.yaml).
+const (
+	PlatformChartName        = "vcluster-platform"
+	PlatformVersion          = "4.11.2"
+	PlatformReleaseName      = "vcluster-platform"
+	DefaultPlatformNamespace = "vcluster-platform"
+	// DefaultProject is the project every platform starts with.
+	DefaultProject = "default"
+	// APIKeySecretName is the Secret name vCluster looks for by default (vcluster pkg/platform/secret.go).
+	APIKeySecretName = "vcluster-platform-api-key"
+)
+
+// DefaultPlatformChart is the platform chart installed when PlatformArgs.Chart is left empty.
+var DefaultPlatformChart = helmchart.Chart{Repo: ChartRepo, Name: PlatformChartName, Version: PlatformVersion}
+
+// Keys of the platform's credentials Secret.
+const (
+	credentialsSecretName = "vcluster-platform-credentials"
+	adminPasswordKey      = "adminPassword"
+	licenseTokenKey       = "licenseToken"
+)
+
+// PlatformArgs configure the vCluster Platform.
+type PlatformArgs struct {
+	// Chart defaults to DefaultPlatformChart.
+	Chart helmchart.Chart
+	// Namespace defaults to DefaultPlatformNamespace.
+	Namespace string
+	// Host is the platform's public host name (no scheme), served through an ingress.
+	Host string
+	// AdminPassword is the admin user's password. Required; keep it a secret.
+	AdminPassword pulumi.StringInput
+	// LicenseToken is an optional platform license token; keep it a secret.
+	LicenseToken pulumi.StringInput
+	// AccessKey is an optional platform access key (created in the platform) that tenant vClusters register with;
+	// without it the Secret the connection names must be created by hand.
+	AccessKey pulumi.StringInput
+}
+
+// Platform is the installed vCluster Platform.
+type Platform struct {
+	pulumi.ResourceState
+
+	Namespace pulumi.StringOutput
+	// URL is where the platform is served.
+	URL     pulumi.StringOutput
+	Release *helmv3.Release
+	// Connection is what tenant vClusters pass as VirtualClusterArgs.Platform.
+	Connection *PlatformConnection
+}
+
+// platformValues are the vcluster-platform chart values this project sets (loft-sh/loft v4.11.2 chart/values.yaml,
+// templates/deployment.yaml; the keys `vcluster platform start` sets, gpu-facts 4.4). Secrets never appear here: the
+// chart reads them from the credentials Secret.
+type platformValues struct {
+	Admin        platformAdminValues     `json:"admin"`
+	Ingress      platformIngressValues   `json:"ingress"`
+	Config       platformConfigValues    `json:"config"`
+	Env          map[string]string       `json:"env"`
+	EnvValueFrom map[string]envVarSource `json:"envValueFrom,omitempty"`
+}
+
+type platformAdminValues struct {
+	Create            bool         `json:"create"`
+	PasswordSecretRef secretKeyRef `json:"passwordSecretRef"`
+}
+
+type platformIngressValues struct {
+	Enabled bool   `json:"enabled"`
+	Host    string `json:"host"`
+}
+
+type platformConfigValues struct {
+	LoftHost string `json:"loftHost"`
+}
+
+type envVarSource struct {
+	SecretKeyRef secretKeyRef `json:"secretKeyRef"`
+}
+
+type secretKeyRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+func platformChartValues(host string, license bool) platformValues {
+	v := platformValues{
+		Admin:   platformAdminValues{Create: true, PasswordSecretRef: secretKeyRef{Name: credentialsSecretName, Key: adminPasswordKey}},
+		Ingress: platformIngressValues{Enabled: true, Host: host},
+		// Served on its own host, so the loft.host tunnel (the "router") is not used (vcluster pkg/cli/start/upgrade.go).
+		Config: platformConfigValues{LoftHost: host},
+		Env:    map[string]string{"DISABLE_LOFT_ROUTER": "true"},
+	}
+	if license {
+		// `vcluster platform start` passes the token as env.LICENSE_TOKEN (gpu-facts 4.4).
+		v.EnvValueFrom = map[string]envVarSource{
+			"LICENSE_TOKEN": {SecretKeyRef: secretKeyRef{Name: credentialsSecretName, Key: licenseTokenKey}},
+		}
+	}
+	return v
+}
+
+func (a *PlatformArgs) validate() error {
+	var errs []error
+	for _, msg := range validation.IsDNS1123Subdomain(a.Host) {
+		errs = append(errs, fmt.Errorf("host %q (a host name without scheme): %s", a.Host, msg))
+	}
+	if a.AdminPassword == nil {
+		errs = append(errs, errors.New("admin password is required"))
+	}
+	if a.Namespace != "" {
+		for _, msg := range validation.IsDNS1123Label(a.Namespace) {
+			errs = append(errs, fmt.Errorf("namespace %q: %s", a.Namespace, msg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// NewPlatform installs the vCluster Platform with its credentials kept in a Secret.
+func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...pulumi.ResourceOption) (*Platform, error) {
+	if args == nil {
+		return nil, errors.New("creating vCluster Platform: args are required")
+	}
+	if err := args.validate(); err != nil {
+		return nil, fmt.Errorf("creating vCluster Platform %q: %w", name, err)
+	}
+	a := *args
+	if a.Chart == (helmchart.Chart{}) {
+		a.Chart = DefaultPlatformChart
+	}
+	if a.Namespace == "" {
+		a.Namespace = DefaultPlatformNamespace
+	}
+	vals, err := helmchart.Values(platformChartValues(a.Host, a.LicenseToken != nil))
+	if err != nil {
+		return nil, fmt.Errorf("creating vCluster Platform %q: %w", name, err)
+	}
+
+	p := &Platform{}
+	if err := ctx.RegisterComponentResource("gpu-tenancy:vcluster:Platform", name, p, opts...); err != nil {
+		return nil, fmt.Errorf("registering vCluster Platform %q: %w", name, err)
+	}
+	ns, err := corev1.NewNamespace(ctx, name+"-namespace", &corev1.NamespaceArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(a.Namespace)},
+	}, pulumi.Parent(p))
+	if err != nil {
+		return nil, fmt.Errorf("creating vCluster Platform namespace %q: %w", a.Namespace, err)
+	}
+
+	credentials := pulumi.StringMap{adminPasswordKey: a.AdminPassword}
+	if a.LicenseToken != nil {
+		credentials[licenseTokenKey] = a.LicenseToken
+	}
+	creds, err := newSecret(ctx, name+"-credentials", credentialsSecretName, ns, credentials, p)
+	if err != nil {
+		return nil, fmt.Errorf("creating vCluster Platform credentials Secret: %w", err)
+	}
+	if a.AccessKey != nil {
+		// The layout `vcluster platform` writes for a vCluster's access key (vcluster pkg/platform/secret.go).
+		if _, err := newSecret(ctx, name+"-api-key", APIKeySecretName, ns, pulumi.StringMap{
+			"accessKey": a.AccessKey, "host": pulumi.String(a.Host), "project": pulumi.String(DefaultProject),
+			"insecure": pulumi.String("false"),
+		}, p); err != nil {
+			return nil, fmt.Errorf("creating vCluster Platform access key Secret: %w", err)
+		}
+	}
+
+	releaseArgs := a.Chart.ReleaseArgs(PlatformReleaseName, a.Namespace)
+	releaseArgs.Values = vals
+	release, err := helmv3.NewRelease(ctx, name, releaseArgs, pulumi.Parent(p), pulumi.DependsOn([]pulumi.Resource{ns, creds}))
+	if err != nil {
+		return nil, fmt.Errorf("creating vCluster Platform release: %w", err)
+	}
+
+	p.Namespace = ns.Metadata.Name().Elem()
+	p.URL = pulumi.String("https://" + a.Host).ToStringOutput()
+	p.Release = release
+	p.Connection = &PlatformConnection{
+		Host: a.Host, Project: DefaultProject, APIKeySecretName: APIKeySecretName, APIKeySecretNamespace: a.Namespace,
+	}
+	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{
+		"namespace": p.Namespace,
+		"url":       p.URL,
+	}); err != nil {
+		return nil, fmt.Errorf("registering vCluster Platform %q outputs: %w", name, err)
+	}
+	return p, nil
+}
+
+// newSecret declares an Opaque Secret whose contents are secret in inputs and state alike.
+func newSecret(ctx *pulumi.Context, resourceName, secretName string, ns *corev1.Namespace, data pulumi.StringMap,
+	parent pulumi.Resource) (*corev1.Secret, error) {
+	return corev1.NewSecret(ctx, resourceName, &corev1.SecretArgs{
+		Metadata:   &metav1.ObjectMetaArgs{Name: pulumi.String(secretName), Namespace: ns.Metadata.Name()},
+		Type:       pulumi.String("Opaque"),
+		StringData: pulumi.ToSecret(data).(pulumi.StringMapOutput),
+	}, pulumi.Parent(parent), pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))
+}

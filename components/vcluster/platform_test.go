@@ -1,0 +1,176 @@
+package vcluster
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	testPassword = "hunter2-admin"
+	testLicense  = "license-token-123"
+	testKey      = "access-key-456"
+)
+
+func platformArgs(edit func(*PlatformArgs)) *PlatformArgs {
+	a := &PlatformArgs{Host: "platform.example.com", AdminPassword: pulumi.ToSecret(pulumi.String(testPassword)).(pulumi.StringOutput)}
+	if edit != nil {
+		edit(a)
+	}
+	return a
+}
+
+func runPlatform(t *testing.T, r *recorder, args *PlatformArgs) *Platform {
+	t.Helper()
+	var p *Platform
+	r.run(t, func(ctx *pulumi.Context) error {
+		var err error
+		p, err = NewPlatform(ctx, "platform", args)
+		return err
+	})
+	return p
+}
+
+func TestPlatformValues(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args *PlatformArgs
+		want map[string]any
+	}{
+		{"password from the credentials Secret", platformArgs(nil), map[string]any{
+			"admin":   map[string]any{"create": true, "passwordSecretRef": map[string]any{"name": "vcluster-platform-credentials", "key": "adminPassword"}},
+			"ingress": map[string]any{"enabled": true, "host": "platform.example.com"},
+			"config":  map[string]any{"loftHost": "platform.example.com"},
+			"env":     map[string]any{"DISABLE_LOFT_ROUTER": "true"},
+		}},
+		{"license token from the credentials Secret", platformArgs(func(a *PlatformArgs) { a.LicenseToken = pulumi.String(testLicense) }), map[string]any{
+			"admin":   map[string]any{"create": true, "passwordSecretRef": map[string]any{"name": "vcluster-platform-credentials", "key": "adminPassword"}},
+			"ingress": map[string]any{"enabled": true, "host": "platform.example.com"},
+			"config":  map[string]any{"loftHost": "platform.example.com"},
+			"env":     map[string]any{"DISABLE_LOFT_ROUTER": "true"},
+			"envValueFrom": map[string]any{"LICENSE_TOKEN": map[string]any{
+				"secretKeyRef": map[string]any{"name": "vcluster-platform-credentials", "key": "licenseToken"}}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRecorder()
+			runPlatform(t, r, tc.args)
+			assert.Equal(t, tc.want, valuesOf(t, r, "platform"))
+		})
+	}
+}
+
+func TestPlatformReleaseUsesPinnedChart(t *testing.T) {
+	r := newRecorder()
+	runPlatform(t, r, platformArgs(nil))
+	rel, err := r.Get(releaseType, "platform")
+	require.NoError(t, err)
+	assert.Equal(t, "vcluster-platform", rel.Inputs["chart"].StringValue())
+	assert.Equal(t, "4.11.2", rel.Inputs["version"].StringValue())
+	assert.Equal(t, "https://charts.loft.sh", rel.Inputs["repositoryOpts"].ObjectValue()["repo"].StringValue())
+	assert.Equal(t, "vcluster-platform", rel.Inputs["namespace"].StringValue())
+	var deps []string
+	for _, urn := range rel.Dependencies {
+		deps = append(deps, resource.URN(urn).Name())
+	}
+	assert.Subset(t, deps, []string{"platform-namespace", "platform-credentials"})
+	assert.Equal(t, "platform", rel.ParentName())
+}
+
+func TestPlatformCredentialsStaySecret(t *testing.T) {
+	r := newRecorder()
+	runPlatform(t, r, platformArgs(func(a *PlatformArgs) {
+		a.LicenseToken = pulumi.ToSecret(pulumi.String(testLicense)).(pulumi.StringOutput)
+	}))
+	creds, err := r.Get(secretType, "platform-credentials")
+	require.NoError(t, err)
+	assert.Equal(t, "vcluster-platform-credentials", creds.Inputs["metadata"].ObjectValue()["name"].StringValue())
+	assert.Equal(t, "vcluster-platform", creds.Inputs["metadata"].ObjectValue()["namespace"].StringValue())
+	data := creds.Inputs["stringData"]
+	assert.True(t, data.IsSecret(), "stringData is secret")
+	assert.Equal(t, map[string]any{"adminPassword": testPassword, "licenseToken": testLicense}, data.SecretValue().Element.Mappable())
+
+	raw, err := json.Marshal(valuesOf(t, r, "platform"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(raw), testPassword)
+	assert.NotContains(t, string(raw), testLicense)
+}
+
+func TestPlatformConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		accessKey  bool
+		wantKeySec bool
+	}{
+		{"without an access key the Secret is only named", false, false},
+		{"with an access key the Secret is created", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRecorder()
+			p := runPlatform(t, r, platformArgs(func(a *PlatformArgs) {
+				if tc.accessKey {
+					a.AccessKey = pulumi.String(testKey)
+				}
+			}))
+			assert.Equal(t, &PlatformConnection{Host: "platform.example.com", Project: "default",
+				APIKeySecretName: "vcluster-platform-api-key", APIKeySecretNamespace: "vcluster-platform"}, p.Connection)
+			assert.Equal(t, "https://platform.example.com", awaitOutput(t, p.URL))
+
+			key, err := r.Get(secretType, "platform-api-key")
+			if !tc.wantKeySec {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, "vcluster-platform-api-key", key.Inputs["metadata"].ObjectValue()["name"].StringValue())
+			data := key.Inputs["stringData"]
+			require.True(t, data.IsSecret())
+			assert.Equal(t, map[string]any{"accessKey": testKey, "host": "platform.example.com", "project": "default", "insecure": "false"},
+				data.SecretValue().Element.Mappable())
+		})
+	}
+}
+
+func TestNewPlatformRejectsInvalidArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args *PlatformArgs
+		want string
+	}{
+		{"nil args", nil, "args are required"},
+		{"no host", platformArgs(func(a *PlatformArgs) { a.Host = "" }), "host"},
+		{"host with scheme", platformArgs(func(a *PlatformArgs) { a.Host = "https://platform.example.com" }), "without scheme"},
+		{"no admin password", platformArgs(func(a *PlatformArgs) { a.AdminPassword = nil }), "admin password is required"},
+		{"bad namespace", platformArgs(func(a *PlatformArgs) { a.Namespace = "Platform" }), `namespace "Platform"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &mocktest.Recorder{}
+			err := mocktest.Run("test", func(ctx *pulumi.Context) error {
+				_, err := NewPlatform(ctx, "platform", tc.args)
+				return err
+			}, rec)
+			require.ErrorContains(t, err, tc.want)
+			assert.Empty(t, rec.All())
+		})
+	}
+}
+
+func TestPlatformConnectionFeedsVirtualCluster(t *testing.T) {
+	r := newRecorder()
+	r.run(t, func(ctx *pulumi.Context) error {
+		p, err := NewPlatform(ctx, "platform", platformArgs(nil))
+		if err != nil {
+			return err
+		}
+		_, err = NewVirtualCluster(ctx, "team-a", tenantArgs(func(a *VirtualClusterArgs) { a.Platform = p.Connection }))
+		return err
+	})
+	got := decode[vclusterValues](t, valuesOf(t, r, "team-a"))
+	assert.Equal(t, &platformConnValues{Project: "default", APIKey: platformAPIKeyValues{
+		SecretName: "vcluster-platform-api-key", Namespace: "vcluster-platform", CreateRBAC: true}}, got.Platform)
+}

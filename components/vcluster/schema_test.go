@@ -1,0 +1,111 @@
+package vcluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/gomod"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// chartSchema compiles values.schema.json of the vCluster chart shipped in the loft-sh/vcluster Go module.
+func chartSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	dir, err := gomod.Dir("github.com/loft-sh/vcluster", "v"+VClusterVersion)
+	require.NoError(t, err)
+	f, err := os.Open(filepath.Join(dir, "chart", "values.schema.json"))
+	require.NoError(t, err)
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	require.NoError(t, err)
+	c := jsonschema.NewCompiler()
+	require.NoError(t, c.AddResource("values.schema.json", doc))
+	schema, err := c.Compile("values.schema.json")
+	require.NoError(t, err)
+	return schema
+}
+
+// instance turns release values into what the schema validator reads.
+func instance(t *testing.T, values map[string]any) any {
+	t.Helper()
+	raw, err := json.Marshal(values)
+	require.NoError(t, err)
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	require.NoError(t, err)
+	return inst
+}
+
+// releasedValues are the values the component hands its Helm release.
+func releasedValues(t *testing.T, args *VirtualClusterArgs) map[string]any {
+	t.Helper()
+	r := newRecorder()
+	runVirtualCluster(t, r, args)
+	return valuesOf(t, r, "team-a")
+}
+
+func TestVirtualClusterValuesMatchChartSchema(t *testing.T) {
+	schema := chartSchema(t)
+	for _, tc := range []struct {
+		name string
+		args *VirtualClusterArgs
+	}{
+		{"minimal", tenantArgs(nil)},
+		{"GPU tolerations", tenantArgs(func(a *VirtualClusterArgs) {
+			a.GPUTolerations = []cluster.Taint{cluster.GPUTaint, {Key: "example.com/h100", Effect: "NoExecute"}}
+		})},
+		{"sized control plane", tenantArgs(func(a *VirtualClusterArgs) {
+			a.ControlPlane = ResourceRequirements{Requests: ResourceList{CPU: "200m", Memory: "512Mi"}, Limits: ResourceList{CPU: "2", Memory: "2Gi"}}
+			a.Persistence = Persistence{Size: "10Gi", StorageClass: "standard-rwo"}
+		})},
+		{"exported kubeconfig", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "https://team-a.vc.example.com" })},
+		{"platform connection", tenantArgs(func(a *VirtualClusterArgs) {
+			a.Platform = &PlatformConnection{Project: DefaultProject, APIKeySecretName: APIKeySecretName, APIKeySecretNamespace: DefaultPlatformNamespace}
+		})},
+		{"local chart, everything", tenantArgs(func(a *VirtualClusterArgs) {
+			a.Chart = helmchart.Chart{Path: "/charts/vcluster"}
+			a.GPUTolerations = []cluster.Taint{cluster.GPUTaint}
+			a.ControlPlane.Limits.Memory = "1Gi"
+			a.Persistence.Size = "1Gi"
+			a.KubeconfigServer = "https://10.0.0.1:8443"
+			a.Platform = &PlatformConnection{APIKeySecretName: APIKeySecretName, APIKeySecretNamespace: DefaultPlatformNamespace}
+			a.Await = true
+		})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.NoError(t, schema.Validate(instance(t, releasedValues(t, tc.args))))
+		})
+	}
+}
+
+func TestChartSchemaRejectsMisspeltKeys(t *testing.T) {
+	schema := chartSchema(t)
+	for _, tc := range []struct {
+		name     string
+		misspell func(v map[string]any)
+	}{
+		{"top level", func(v map[string]any) { v["exportKubeconfig"] = map[string]any{"server": "https://x"} }},
+		{"nested selector", func(v map[string]any) {
+			dc := v["sync"].(map[string]any)["fromHost"].(map[string]any)["deviceClasses"].(map[string]any)
+			dc["selectors"] = dc["selector"]
+			delete(dc, "selector")
+		}},
+		{"sync switch", func(v map[string]any) {
+			th := v["sync"].(map[string]any)["toHost"].(map[string]any)
+			th["resourceClaim"] = th["resourceClaims"]
+			delete(th, "resourceClaims")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			values := releasedValues(t, tenantArgs(nil))
+			tc.misspell(values)
+			assert.Error(t, schema.Validate(instance(t, values)))
+		})
+	}
+}

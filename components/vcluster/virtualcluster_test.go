@@ -1,0 +1,225 @@
+package vcluster
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const testLabel = "tenant.gpu-tenancy.io/team-a"
+
+func tenantArgs(edit func(*VirtualClusterArgs)) *VirtualClusterArgs {
+	a := &VirtualClusterArgs{
+		Tenant:             "team-a",
+		Namespace:          pulumi.String("vcluster-team-a"),
+		ClassSelectorLabel: testLabel,
+	}
+	if edit != nil {
+		edit(a)
+	}
+	return a
+}
+
+// runVirtualCluster builds one vCluster named "team-a" under mocks.
+func runVirtualCluster(t *testing.T, r *recorder, args *VirtualClusterArgs) *VirtualCluster {
+	t.Helper()
+	var vc *VirtualCluster
+	r.run(t, func(ctx *pulumi.Context) error {
+		var err error
+		vc, err = NewVirtualCluster(ctx, "team-a", args)
+		return err
+	})
+	return vc
+}
+
+func tenantValues(t *testing.T, args *VirtualClusterArgs) vclusterValues {
+	t.Helper()
+	r := newRecorder()
+	runVirtualCluster(t, r, args)
+	return decode[vclusterValues](t, valuesOf(t, r, "team-a"))
+}
+
+func TestVirtualClusterSyncsOnlyGrantedDeviceClasses(t *testing.T) {
+	got := tenantValues(t, tenantArgs(nil)).Sync.FromHost.DeviceClasses
+	assert.True(t, got.Enabled)
+	assert.Equal(t, map[string]string{testLabel: "true"}, got.Selector.MatchLabels)
+}
+
+func TestVirtualClusterSyncsClaimsToHost(t *testing.T) {
+	got := tenantValues(t, tenantArgs(nil)).Sync.ToHost
+	assert.True(t, got.ResourceClaims.Enabled)
+	assert.True(t, got.ResourceClaimTemplates.Enabled)
+}
+
+func TestVirtualClusterEnforcesGPUTolerations(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		taints []cluster.Taint
+		want   *podSyncValues
+	}{
+		{"no taints leave pod sync alone", nil, nil},
+		{"a valued taint is tolerated for that value", []cluster.Taint{cluster.GPUTaint},
+			&podSyncValues{EnforceTolerations: []string{"nvidia.com/gpu=present:NoSchedule"}}},
+		{"a valueless taint is tolerated for any value", []cluster.Taint{cluster.GPUTaint, {Key: "example.com/h100", Effect: "NoExecute"}},
+			&podSyncValues{EnforceTolerations: []string{"nvidia.com/gpu=present:NoSchedule", "example.com/h100:NoExecute"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tenantValues(t, tenantArgs(func(a *VirtualClusterArgs) { a.GPUTolerations = tc.taints }))
+			assert.Equal(t, tc.want, got.Sync.ToHost.Pods)
+		})
+	}
+}
+
+func TestVirtualClusterControlPlaneSizing(t *testing.T) {
+	got := tenantValues(t, tenantArgs(func(a *VirtualClusterArgs) {
+		a.ControlPlane = ResourceRequirements{Requests: ResourceList{CPU: "200m", Memory: "512Mi"}, Limits: ResourceList{Memory: "2Gi"}}
+		a.Persistence = Persistence{Size: "10Gi", StorageClass: "standard-rwo"}
+	}))
+	require.NotNil(t, got.ControlPlane)
+	require.NotNil(t, got.ControlPlane.StatefulSet)
+	assert.Equal(t, &resourceValues{Requests: map[string]string{"cpu": "200m", "memory": "512Mi"},
+		Limits: map[string]string{"memory": "2Gi"}}, got.ControlPlane.StatefulSet.Resources)
+	assert.Equal(t, &persistenceValues{VolumeClaim: volumeClaimValues{Size: "10Gi", StorageClass: "standard-rwo"}},
+		got.ControlPlane.StatefulSet.Persistence)
+}
+
+func TestVirtualClusterKeepsChartDefaultsWhenUnset(t *testing.T) {
+	got := tenantValues(t, tenantArgs(nil))
+	assert.Nil(t, got.ControlPlane)
+	assert.Nil(t, got.ExportKubeConfig)
+	assert.Nil(t, got.Platform)
+}
+
+func TestVirtualClusterExportsKubeconfigForServer(t *testing.T) {
+	got := tenantValues(t, tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "https://team-a.vc.example.com:443" }))
+	assert.Equal(t, &exportKubeConfigValues{Server: "https://team-a.vc.example.com:443"}, got.ExportKubeConfig)
+	require.NotNil(t, got.ControlPlane)
+	assert.Equal(t, &proxyValues{ExtraSANs: []string{"team-a.vc.example.com"}}, got.ControlPlane.Proxy)
+}
+
+func TestVirtualClusterImageTagFollowsChartSource(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		chart helmchart.Chart
+		want  *imageValues
+	}{
+		{"a published chart picks its own images", helmchart.Chart{}, nil},
+		{"a local chart is pinned to the default release", helmchart.Chart{Path: "/mod/vcluster@v0.36.1/chart"}, &imageValues{Tag: "0.36.1"}},
+		{"a local chart is pinned to the version given", helmchart.Chart{Path: "/mod/chart", Version: "0.35.0"}, &imageValues{Tag: "0.35.0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tenantValues(t, tenantArgs(func(a *VirtualClusterArgs) { a.Chart = tc.chart }))
+			var image *imageValues
+			if got.ControlPlane != nil && got.ControlPlane.StatefulSet != nil {
+				image = got.ControlPlane.StatefulSet.Image
+			}
+			assert.Equal(t, tc.want, image)
+		})
+	}
+}
+
+func TestVirtualClusterRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		args        *VirtualClusterArgs
+		wantChart   string
+		wantRepo    bool
+		wantSkip    bool
+		wantTimeout bool
+	}{
+		{"published chart, awaited", tenantArgs(func(a *VirtualClusterArgs) { a.Await = true }), "vcluster", true, false, true},
+		{"local chart, not awaited", tenantArgs(func(a *VirtualClusterArgs) { a.Chart = helmchart.Chart{Path: "/charts/vcluster"} }),
+			"/charts/vcluster", false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRecorder()
+			runVirtualCluster(t, r, tc.args)
+			rel, err := r.Get(releaseType, "team-a")
+			require.NoError(t, err)
+			assert.Equal(t, "team-a", rel.Inputs["name"].StringValue())
+			assert.Equal(t, "vcluster-team-a", rel.Inputs["namespace"].StringValue())
+			assert.Equal(t, tc.wantChart, rel.Inputs["chart"].StringValue())
+			assert.Equal(t, tc.wantRepo, rel.Inputs.HasValue("repositoryOpts"))
+			assert.Equal(t, tc.wantSkip, rel.Inputs["skipAwait"].BoolValue())
+			assert.Equal(t, tc.wantTimeout, rel.Inputs.HasValue("timeout"))
+			assert.Equal(t, "team-a", rel.ParentName())
+		})
+	}
+}
+
+func TestVirtualClusterReadsKubeconfigAfterRelease(t *testing.T) {
+	r := newRecorder()
+	vc := runVirtualCluster(t, r, tenantArgs(func(a *VirtualClusterArgs) { a.Await = true }))
+
+	read, ok := r.reads["team-a-kubeconfig"]
+	require.True(t, ok, "the kubeconfig Secret is read")
+	assert.Equal(t, "vcluster-team-a/vc-team-a", read.ID)
+	assert.Contains(t, read.ReadRPC.GetDependencies(),
+		"urn:pulumi:test::gpu-tenancy::gpu-tenancy:vcluster:VirtualCluster$kubernetes:helm.sh/v3:Release::team-a")
+	assert.Equal(t, testKubeconfig, awaitOutput(t, vc.Kubeconfig))
+}
+
+func TestVirtualClusterFailsOnKubeconfigSecretWithoutConfig(t *testing.T) {
+	r := newRecorder()
+	r.Outputs = nil
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		_, err := NewVirtualCluster(ctx, "team-a", tenantArgs(func(a *VirtualClusterArgs) { a.Await = true }))
+		return err
+	}, pulumi.WithMocks("gpu-tenancy", "test", r))
+	assert.ErrorContains(t, err, `kubeconfig Secret "vc-team-a" has no key "config"`)
+}
+
+func TestVirtualClusterKubeconfigIsSecret(t *testing.T) {
+	for _, await := range []bool{true, false} {
+		r := newRecorder()
+		vc := runVirtualCluster(t, r, tenantArgs(func(a *VirtualClusterArgs) { a.Await = await }))
+		assert.Truef(t, pulumi.IsSecret(vc.Kubeconfig), "await=%v", await)
+	}
+}
+
+func TestVirtualClusterWithoutAwaitReadsNothing(t *testing.T) {
+	r := newRecorder()
+	vc := runVirtualCluster(t, r, tenantArgs(nil))
+	assert.Empty(t, r.reads)
+	assert.Equal(t, "vcluster-team-a", awaitOutput(t, vc.KubeconfigSecretNamespace))
+	assert.Equal(t, "vc-team-a", awaitOutput(t, vc.KubeconfigSecretName))
+	assert.Equal(t, "", awaitOutput(t, vc.Kubeconfig))
+}
+
+func TestNewVirtualClusterRejectsInvalidArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args *VirtualClusterArgs
+		want string
+	}{
+		{"nil args", nil, "args are required"},
+		{"no class selector label", tenantArgs(func(a *VirtualClusterArgs) { a.ClassSelectorLabel = "" }), "every host DeviceClass"},
+		{"malformed class selector label", tenantArgs(func(a *VirtualClusterArgs) { a.ClassSelectorLabel = "tenant/a/b" }), "class selector label"},
+		{"tenant not a DNS label", tenantArgs(func(a *VirtualClusterArgs) { a.Tenant = "Team_A" }), `tenant "Team_A"`},
+		{"tenant too long for a release", tenantArgs(func(a *VirtualClusterArgs) { a.Tenant = strings.Repeat("a", 54) }), "Helm release name"},
+		{"no namespace", tenantArgs(func(a *VirtualClusterArgs) { a.Namespace = nil }), "namespace is required"},
+		{"GKE-cased toleration effect", tenantArgs(func(a *VirtualClusterArgs) {
+			a.GPUTolerations = []cluster.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: "NO_SCHEDULE"}}
+		}), "GPU toleration"},
+		{"bad quantity", tenantArgs(func(a *VirtualClusterArgs) { a.ControlPlane.Limits.Memory = "lots" }), "control plane memory limit"},
+		{"server without scheme", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "team-a.example.com" }), "kubeconfig server"},
+		{"platform without key secret", tenantArgs(func(a *VirtualClusterArgs) { a.Platform = &PlatformConnection{Host: "p.example.com"} }),
+			"access key Secret"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &mocktest.Recorder{}
+			err := mocktest.Run("test", func(ctx *pulumi.Context) error {
+				_, err := NewVirtualCluster(ctx, "team-a", tc.args)
+				return err
+			}, rec)
+			require.ErrorContains(t, err, tc.want)
+			assert.Empty(t, rec.All())
+		})
+	}
+}
