@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 )
 
 // Defaults, as documented in the README's config reference.
@@ -20,9 +21,6 @@ const (
 	defaultVClusterMemory         = "2Gi"
 	defaultVClusterStorage        = "5Gi"
 )
-
-// defaultVClusterChart is the vCluster release the tenants run (loft-sh/vcluster tag v0.36.1, gpu-facts 4.3).
-var defaultVClusterChart = helmchart.Chart{Repo: "https://charts.loft.sh", Name: "vcluster", Version: "0.36.1"}
 
 func intPtr(i int) *int    { return &i }
 func boolPtr(b bool) *bool { return &b }
@@ -76,6 +74,6 @@ func applyDefaults(c *Config) {
 		orDefault(&t.VCluster.StorageSize, defaultVClusterStorage)
 	}
 	if c.VCluster.Chart == (helmchart.Chart{}) {
-		c.VCluster.Chart = defaultVClusterChart
+		c.VCluster.Chart = vcluster.DefaultVirtualClusterChart
 	}
 }

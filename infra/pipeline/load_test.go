@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -110,7 +111,7 @@ func TestDefaultsApply(t *testing.T) {
 	assert.Equal(t, 0, *cfg.GPUPools[0].MinNodes, "GPU pools scale to zero by default")
 	assert.Equal(t, 1, *cfg.GPUPools[0].MaxNodes)
 	assert.Equal(t, "16", cfg.Tenants[0].CPUQuota)
-	assert.Equal(t, defaultVClusterChart, cfg.VCluster.Chart)
+	assert.Equal(t, vcluster.DefaultVirtualClusterChart, cfg.VCluster.Chart)
 	assert.True(t, cfg.DRAEnabled())
 	assert.True(t, cfg.PlatformEnabled())
 

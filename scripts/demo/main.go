@@ -63,7 +63,7 @@ func up(ctx context.Context) error {
 		return fmt.Errorf("%w (start the control plane: scripts/local-cluster.sh up)", err)
 	}
 	fmt.Println("==> simulating GPU nodes: 2 x whole A100 (a100-whole), 1 x A100 in MIG 1g.5gb (a100-mig)")
-	if err := simhw.Apply(ctx, kubeconfig); err != nil {
+	if err := simhw.Apply(ctx, cs); err != nil {
 		return err
 	}
 	fmt.Println("==> pulumi up of stack local (progress in .tools/demo-up.log)")
@@ -241,5 +241,5 @@ func down(ctx context.Context) error {
 	if _, err := st.Destroy(ctx); err != nil {
 		return err
 	}
-	return simhw.Remove(ctx, kubeconfig)
+	return simhw.Remove(ctx, cs)
 }

@@ -141,7 +141,7 @@ func eventually(t *testing.T, ctx context.Context, check func() error) {
 func TestLocalStack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	require.NoError(t, simhw.Apply(ctx, kubeconfig))
+	require.NoError(t, simhw.Apply(ctx, client))
 	before := snapshot(t, ctx)
 	env := newStackEnv(t)
 

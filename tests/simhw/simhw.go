@@ -22,7 +22,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -93,27 +92,9 @@ func (hw *Hardware) decode(file string, data []byte) error {
 	}
 }
 
-// Apply creates (or brings back in line) the simulated nodes and their ResourceSlices on the
-// cluster the kubeconfig points at, and makes the nodes schedulable.
-func Apply(ctx context.Context, kubeconfigPath string) error {
-	cs, err := client(kubeconfigPath)
-	if err != nil {
-		return err
-	}
-	return ApplyWith(ctx, cs)
-}
-
-// Remove deletes the simulated ResourceSlices and nodes; absent objects are not an error.
-func Remove(ctx context.Context, kubeconfigPath string) error {
-	cs, err := client(kubeconfigPath)
-	if err != nil {
-		return err
-	}
-	return RemoveWith(ctx, cs)
-}
-
-// ApplyWith is Apply with a client the caller already has.
-func ApplyWith(ctx context.Context, cs kubernetes.Interface) error {
+// Apply creates (or brings back in line) the simulated nodes and their ResourceSlices, and makes the nodes
+// schedulable.
+func Apply(ctx context.Context, cs kubernetes.Interface) error {
 	hw, err := Load()
 	if err != nil {
 		return err
@@ -143,8 +124,8 @@ func ApplyWith(ctx context.Context, cs kubernetes.Interface) error {
 	return nil
 }
 
-// RemoveWith is Remove with a client the caller already has.
-func RemoveWith(ctx context.Context, cs kubernetes.Interface) error {
+// Remove deletes the simulated ResourceSlices and nodes; absent objects are not an error.
+func Remove(ctx context.Context, cs kubernetes.Interface) error {
 	hw, err := Load()
 	if err != nil {
 		return err
@@ -162,19 +143,6 @@ func RemoveWith(ctx context.Context, cs kubernetes.Interface) error {
 		}
 	}
 	return nil
-}
-
-func client(kubeconfigPath string) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %q: %w", kubeconfigPath, err)
-	}
-	cfg.QPS, cfg.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating client for %q: %w", kubeconfigPath, err)
-	}
-	return cs, nil
 }
 
 // applyNode creates the node if needed, then sets its labels and taints to the fixture's and

@@ -2,8 +2,6 @@ package simhw
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/utils/ptr"
 
@@ -217,44 +214,5 @@ func TestClassSelectorsPickTheIntendedDevices(t *testing.T) {
 			}
 			assert.Equal(t, tt.want, matched)
 		})
-	}
-}
-
-// TestApplyAndRemoveOnACluster runs against a real API server (scripts/local-cluster.sh up):
-// GT_KUBECONFIG names its kubeconfig.
-func TestApplyAndRemoveOnACluster(t *testing.T) {
-	kubeconfig := os.Getenv("GT_KUBECONFIG")
-	if kubeconfig == "" {
-		t.Skip("GT_KUBECONFIG not set: start scripts/local-cluster.sh and point GT_KUBECONFIG at its kubeconfig")
-	}
-	ctx := context.Background()
-	cs, err := client(kubeconfig)
-	require.NoError(t, err)
-	hw := load(t)
-
-	require.NoError(t, Apply(ctx, kubeconfig))
-	require.NoError(t, Apply(ctx, kubeconfig), "a second Apply is harmless")
-	for _, want := range hw.Nodes {
-		n, err := cs.CoreV1().Nodes().Get(ctx, want.Name, metav1.GetOptions{})
-		require.NoError(t, err)
-		assert.Equal(t, want.Spec.Taints, n.Spec.Taints, "node %s: not-ready taint lifted, GPU taint kept", n.Name)
-		assert.True(t, slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
-			return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
-		}), "node %s Ready", n.Name)
-	}
-	for _, want := range hw.Slices {
-		s, err := cs.ResourceV1().ResourceSlices().Get(ctx, want.Name, metav1.GetOptions{})
-		require.NoError(t, err)
-		assert.Len(t, s.Spec.Devices, len(want.Spec.Devices), "slice %s", s.Name)
-		require.Len(t, s.OwnerReferences, 1, "slice %s", s.Name)
-		assert.Equal(t, fmt.Sprintf("Node/%s", ptr.Deref(want.Spec.NodeName, "")),
-			s.OwnerReferences[0].Kind+"/"+s.OwnerReferences[0].Name, "slice %s owner", s.Name)
-	}
-
-	require.NoError(t, Remove(ctx, kubeconfig))
-	require.NoError(t, Remove(ctx, kubeconfig), "a second Remove is harmless")
-	for _, want := range hw.Nodes {
-		_, err := cs.CoreV1().Nodes().Get(ctx, want.Name, metav1.GetOptions{})
-		assert.Error(t, err, "node %s removed", want.Name)
 	}
 }

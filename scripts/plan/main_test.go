@@ -1,0 +1,201 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
+)
+
+// repoRoot is the project directory as seen from this package's directory, where go test runs.
+const repoRoot = "../.."
+
+func TestCommittedPlansAreFresh(t *testing.T) {
+	t.Chdir(repoRoot)
+	stacks, err := stackNames()
+	require.NoError(t, err)
+	for _, stack := range stacks {
+		t.Run(stack, func(t *testing.T) {
+			assert.NoError(t, checkPlan(stack))
+		})
+	}
+	assert.NoError(t, orphans(stacks, true, nil), "plans without a stack")
+}
+
+// project makes a project directory holding the given example stacks of this repository.
+func project(t *testing.T, stacks ...string) string {
+	t.Helper()
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "stacks"), 0o755))
+	for _, s := range stacks {
+		raw, err := os.ReadFile(filepath.Join(repoRoot, "stacks", "Pulumi."+s+".yaml"))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(root, "stacks", "Pulumi."+s+".yaml"), raw, 0o644))
+	}
+	return root
+}
+
+// runPlan runs the command; the working directory it moves to (-root) is restored when the test ends.
+func runPlan(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	t.Chdir(".")
+	var out, errOut strings.Builder
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestWriteProducesThePlanAndTheTree(t *testing.T) {
+	root := project(t, "gke-dev")
+	code, stdout, stderr := runPlan(t, "-root", root)
+	require.Equal(t, 0, code, stderr)
+	doc, err := os.ReadFile(filepath.Join(root, "stacks/plans/gke-dev.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(doc), `"stack": "gke-dev"`)
+	assert.Contains(t, stdout, "stack gke-dev: ")
+	assert.Contains(t, stdout, "by type:")
+	assert.Contains(t, stdout, "wrote stacks/plans/gke-dev.json")
+}
+
+func TestWriteIsByteIdenticalBetweenRuns(t *testing.T) {
+	root := project(t, "gke-dev", "scw-dev")
+	var docs [2]map[string]string
+	for i := range docs {
+		code, _, stderr := runPlan(t, "-root", root)
+		require.Equal(t, 0, code, stderr)
+		docs[i] = map[string]string{}
+		for _, s := range []string{"gke-dev", "scw-dev"} {
+			raw, err := os.ReadFile(filepath.Join(root, "stacks/plans", s+".json"))
+			require.NoError(t, err)
+			docs[i][s] = string(raw)
+		}
+	}
+	assert.Equal(t, docs[0], docs[1])
+}
+
+// planOf plans one example stack in a project of its own and returns that project and the plan written.
+func planOf(t *testing.T, stack string) (root, doc string) {
+	t.Helper()
+	root = project(t, stack)
+	code, _, stderr := runPlan(t, "-root", root, stack)
+	require.Equal(t, 0, code, stderr)
+	raw, err := os.ReadFile(filepath.Join(root, "stacks/plans", stack+".json"))
+	require.NoError(t, err)
+	return root, string(raw)
+}
+
+func TestPlanNeverHoldsTheSecretPlaceholderAsPlainText(t *testing.T) {
+	_, doc := planOf(t, "gke-dev")
+	assert.NotContains(t, doc, "placeholder-set-your-own", "the stack file's ciphertext")
+	assert.Contains(t, doc, `"[secret]"`)
+}
+
+func TestInvalidStackFailsWithTheValidationErrorsAndWritesNothing(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "stacks"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "stacks/Pulumi.bad.yaml"), []byte(`config:
+  gpu-tenancy:cloud: aws
+  gpu-tenancy:tenantz: []
+`), 0o644))
+	code, stdout, stderr := runPlan(t, "-root", root, "bad")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "invalid stack config")
+	assert.Contains(t, stderr, "gpu-tenancy:cloud")
+	assert.Contains(t, stderr, "gpu-tenancy:tenantz")
+	assert.Empty(t, stdout)
+	assert.NoFileExists(t, filepath.Join(root, "stacks/plans/bad.json"))
+}
+
+func TestCheckReportsWhatIsWrongWithACommittedPlan(t *testing.T) {
+	tests := []struct {
+		name  string
+		spoil func(t *testing.T, plan string)
+		want  string
+	}{
+		{"edited plan is stale", func(t *testing.T, plan string) {
+			require.NoError(t, os.WriteFile(plan, []byte("{}\n"), 0o644))
+		}, "stacks/plans/scw-dev.json is stale: run `make plan`"},
+		{"deleted plan is missing", func(t *testing.T, plan string) {
+			require.NoError(t, os.Remove(plan))
+		}, "stacks/plans/scw-dev.json is missing: run `make plan`"},
+		{"plan without a stack file", func(t *testing.T, plan string) {
+			require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(plan), "gone.json"), []byte("{}\n"), 0o644))
+		}, "stacks/plans/gone.json have no stack file: run `make plan`"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := project(t, "scw-dev")
+			code, _, stderr := runPlan(t, "-root", root)
+			require.Equal(t, 0, code, stderr)
+			code, _, stderr = runPlan(t, "-root", root, "-check")
+			require.Equal(t, 0, code, "a fresh plan passes: %s", stderr)
+
+			tt.spoil(t, filepath.Join(root, "stacks/plans/scw-dev.json"))
+			code, _, stderr = runPlan(t, "-root", root, "-check")
+			assert.Equal(t, 1, code)
+			assert.Contains(t, stderr, tt.want)
+		})
+	}
+}
+
+func TestWriteRemovesPlansWithoutAStackFile(t *testing.T) {
+	root := project(t, "scw-dev")
+	gone := filepath.Join(root, "stacks/plans/gone.json")
+	require.NoError(t, os.MkdirAll(filepath.Dir(gone), 0o755))
+	require.NoError(t, os.WriteFile(gone, []byte("{}\n"), 0o644))
+	code, stdout, stderr := runPlan(t, "-root", root)
+	require.Equal(t, 0, code, stderr)
+	assert.NoFileExists(t, gone)
+	assert.Contains(t, stdout, "removed stacks/plans/gone.json")
+}
+
+func TestExistingClusterIsPlannedWithoutItsKubeconfigFile(t *testing.T) {
+	sc, err := pipeline.ReadStackFile(filepath.Join(repoRoot, "stacks/Pulumi.local.yaml"))
+	require.NoError(t, err)
+	require.Contains(t, sc.Values[pipeline.Namespace+":existing"], "kubeconfigPath", "the example reads a file")
+	root, doc := planOf(t, "local")
+	assert.NoFileExists(t, filepath.Join(root, ".tools/local-cluster/kubeconfig"))
+	assert.Contains(t, doc, `"kubeconfig": "[secret]"`)
+}
+
+func TestWithoutKubeconfigFile(t *testing.T) {
+	const existing, kubeconfig = pipeline.Namespace + ":existing", pipeline.Namespace + ":kubeconfig"
+	tests := []struct {
+		name        string
+		in          pipeline.StackConfig
+		wantValues  map[string]string
+		wantSecrets []string
+	}{
+		{"kubeconfig path becomes the secret placeholder",
+			pipeline.StackConfig{Values: map[string]string{
+				existing: `{"driverRoot":"/run/nvidia/driver","kubeconfigPath":"/home/me/.kube/config"}`,
+			}, Secrets: []string{pipeline.Namespace + ":platformAdminPassword"}},
+			map[string]string{existing: `{"driverRoot":"/run/nvidia/driver"}`, kubeconfig: pipeline.SecretPlaceholder},
+			[]string{pipeline.Namespace + ":platformAdminPassword", kubeconfig}},
+		{"secret kubeconfig is left alone",
+			pipeline.StackConfig{Values: map[string]string{existing: `{}`, kubeconfig: pipeline.SecretPlaceholder},
+				Secrets: []string{kubeconfig}},
+			map[string]string{existing: `{}`, kubeconfig: pipeline.SecretPlaceholder}, []string{kubeconfig}},
+		{"cloud stacks are left alone",
+			pipeline.StackConfig{Values: map[string]string{pipeline.Namespace + ":cloud": "gke"}},
+			map[string]string{pipeline.Namespace + ":cloud": "gke"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := withoutKubeconfigFile(tt.in)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantValues, got.Values)
+			assert.Equal(t, tt.wantSecrets, got.Secrets)
+		})
+	}
+}
+
+func TestPlanKeepsPathsAsTheStackFileSpellsThem(t *testing.T) {
+	root, doc := planOf(t, "local")
+	assert.NotContains(t, doc, root)
+	assert.Contains(t, doc, `"chart": ".tools/charts/vcluster"`, "the local stack's vcluster.chart.path")
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Runs `pulumi preview --diff` for every stack in stacks/ (or the stacks named), one after another, carrying on past
+# failures, then prints one line per stack: ok, or failed with pulumi's exit code. Exits 1 if any preview failed.
+# Needs the pulumi CLI, a login to the state backend (`pulumi login gs://...`), PULUMI_CONFIG_PASSPHRASE and the
+# cloud credentials of the stacks previewed.
+#
+#   scripts/preview-all.sh                          every stacks/Pulumi.<stack>.yaml
+#   scripts/preview-all.sh gke-dev scw-dev          only these
+#   scripts/preview-all.sh -- --refresh             extra arguments for every `pulumi preview`
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 1
+# A CLI the user installed wins; the one `make tools` builds is the fallback.
+PATH=$PATH:$ROOT/.tools/bin
+
+stacks=()
+while (($#)); do
+	case $1 in
+	--)
+		shift
+		break
+		;;
+	-h | --help)
+		sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		exit 0
+		;;
+	*) stacks+=("$1") ;;
+	esac
+	shift
+done
+extra=("$@")
+
+command -v pulumi >/dev/null || {
+	echo "preview-all: the pulumi CLI is not on PATH (install it, or run \`make tools\`)" >&2
+	exit 2
+}
+
+if ((${#stacks[@]} == 0)); then
+	for f in stacks/Pulumi.*.yaml; do
+		[[ -e $f ]] || continue
+		s=${f#stacks/Pulumi.}
+		stacks+=("${s%.yaml}")
+	done
+fi
+if ((${#stacks[@]} == 0)); then
+	echo "preview-all: no stacks/Pulumi.<stack>.yaml found" >&2
+	exit 2
+fi
+
+declare -A code
+failed=0
+for s in "${stacks[@]}"; do
+	echo "=== pulumi preview --diff --stack $s${extra[*]:+ ${extra[*]}}"
+	pulumi preview --diff --stack "$s" "${extra[@]}"
+	code[$s]=$?
+	((code[$s] == 0)) || failed=$((failed + 1))
+done
+
+echo
+echo "preview summary:"
+for s in "${stacks[@]}"; do
+	if ((code[$s] == 0)); then
+		printf '  %-24s ok\n' "$s"
+	else
+		printf '  %-24s failed (exit %d)\n' "$s" "${code[$s]}"
+	fi
+done
+if ((failed > 0)); then
+	echo "$failed of ${#stacks[@]} previews failed"
+	exit 1
+fi
+echo "all ${#stacks[@]} previews ok"
