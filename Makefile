@@ -5,7 +5,7 @@ export PATH := $(TOOLS_BIN):$(PATH)
 STACK ?=
 GO_TEST_FLAGS ?= -timeout 40m
 
-.PHONY: test unit e2e lint build tools plan plan-check demo demo-down preview up
+.PHONY: test unit lint build tools plan plan-check demo demo-down preview up stack
 
 ## build: compile every package
 build:
@@ -25,6 +25,10 @@ test: lint tools
 ## unit: the fast tests only (no tools, no control plane)
 unit:
 	go test -short ./...
+
+## stack: VERB=up|preview|destroy the real engine on STACK (default local) through the Automation API
+stack:
+	go run ./scripts/stack $(or $(VERB),preview) $(or $(STACK),local)
 
 ## tools: build the pulumi CLI, kubernetes provider and Kubernetes control plane into .tools/bin
 tools:

@@ -1,6 +1,9 @@
 package cluster
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
 
 // GPUModel is one GPU model as the NVIDIA DRA driver publishes it.
 type GPUModel struct {
@@ -52,9 +55,16 @@ func (m GPUModel) HasMIGProfile(profile string) bool {
 }
 
 // MatchesProduct reports whether a class's product match (such as "A100") selects this model; the DeviceClass CEL
-// applies the same case-insensitive substring test to the driver's productName.
+// applies the same ProductPattern to the driver's productName.
 func (m GPUModel) MatchesProduct(product string) bool {
-	return strings.Contains(strings.ToLower(m.ProductName), strings.ToLower(product))
+	return regexp.MustCompile(ProductPattern(product)).MatchString(strings.ToLower(m.ProductName))
+}
+
+// ProductPattern is the RE2 pattern a lower-cased productName must match for a product match: the product as a
+// whole word, case-insensitive, so "L4" selects "NVIDIA L4" but not "NVIDIA L40S", and "A100" selects
+// "NVIDIA A100-SXM4-40GB".
+func ProductPattern(product string) string {
+	return `(^|[^a-z0-9])` + regexp.QuoteMeta(strings.ToLower(product)) + `([^a-z0-9]|$)`
 }
 
 // Node labels and taint shared by every flavour's GPU pools.

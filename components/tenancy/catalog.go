@@ -35,16 +35,7 @@ type Catalog struct {
 	classes []GPUClass
 }
 
-// Classes returns the catalog's classes.
-func (c *Catalog) Classes() []GPUClass {
-	return slices.Clone(c.classes)
-}
-
-// GrantedClasses returns the names of the classes granted to tenant, in catalog order.
-func (c *Catalog) GrantedClasses(tenant string) []string {
-	return grantedTo(c.classes, tenant)
-}
-
+// grantedTo names the classes granted to tenant, in catalog order.
 func grantedTo(classes []GPUClass, tenant string) []string {
 	var out []string
 	for _, cl := range classes {

@@ -203,10 +203,3 @@ func TestNewCatalogRejectsInvalidArgs(t *testing.T) {
 		assert.ErrorContains(t, err, "args are required")
 	})
 }
-
-func TestCatalogGrantedClasses(t *testing.T) {
-	c := &Catalog{classes: testClasses}
-	assert.Equal(t, []string{"a100", "a100-1g.5gb"}, c.GrantedClasses("team-a"))
-	assert.Equal(t, []string{"a100-1g.5gb", "l4"}, c.GrantedClasses("team-b"))
-	assert.Empty(t, c.GrantedClasses("team-c"))
-}

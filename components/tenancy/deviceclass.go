@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apiserver/pkg/cel/environment"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
@@ -60,7 +61,7 @@ func (c GPUClass) CEL() string {
 		terms = append(terms, attr("profile")+" == "+celString(c.MIGProfile))
 	}
 	if c.Product != "" {
-		terms = append(terms, attr("productName")+".lowerAscii().contains("+celString(strings.ToLower(c.Product))+")")
+		terms = append(terms, attr("productName")+".lowerAscii().matches("+celString(cluster.ProductPattern(c.Product))+")")
 	}
 	if c.ExtraCEL != "" {
 		terms = append(terms, "("+c.ExtraCEL+")")

@@ -41,7 +41,7 @@ func matches(t *testing.T, expr string, d dracel.Device) bool {
 func TestGPUClassCEL(t *testing.T) {
 	const (
 		driverAndType = `device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == `
-		product       = ` && device.attributes['gpu.nvidia.com'].productName.lowerAscii().contains('a100')`
+		product       = ` && device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('(^|[^a-z0-9])a100([^a-z0-9]|$)')`
 	)
 	tests := []struct {
 		name  string

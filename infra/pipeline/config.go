@@ -20,10 +20,11 @@ const (
 	keyVCluster      = "vcluster"
 	keyAdminPassword = "platformAdminPassword"
 	keyLicenseToken  = "platformLicenseToken"
+	keyAccessKey     = "platformAccessKey"
 )
 
 var knownKeys = []string{keyCloud, keyGKE, keyScaleway, keyExisting, keyKubeconfig, keyGPUPools, keyGPUClasses,
-	keyTenants, keyDRADriver, keyPlatform, keyVCluster, keyAdminPassword, keyLicenseToken}
+	keyTenants, keyDRADriver, keyPlatform, keyVCluster, keyAdminPassword, keyLicenseToken, keyAccessKey}
 
 // Config is the whole stack config after defaults, parsed and validated.
 type Config struct {
@@ -50,6 +51,8 @@ type Secrets struct {
 	Kubeconfig            Secret
 	PlatformAdminPassword Secret
 	PlatformLicenseToken  Secret
+	// PlatformAccessKey lets tenant vClusters register with the platform (DRA sync is a platform feature).
+	PlatformAccessKey Secret
 }
 
 // GKEConfig is `gpu-tenancy:gke`.
@@ -171,11 +174,15 @@ type PlatformConfig struct {
 
 // VClusterConfig is `gpu-tenancy:vcluster`.
 type VClusterConfig struct {
-	Chart helmchart.Chart `json:"chart"`
+	// Enabled gives each tenant a vCluster; without it tenants get only their host-side guard rails.
+	Enabled *bool           `json:"enabled"`
+	Chart   helmchart.Chart `json:"chart"`
 	// Await waits for each virtual cluster to become ready and reads its kubeconfig; off on a control plane
 	// without kubelets, where nothing ever runs.
 	Await *bool `json:"await"`
-	// KubeconfigServer is the server address written into tenant kubeconfigs; empty means the in-cluster service.
+	// KubeconfigServer is the server URL written into each tenant's kubeconfig, with {tenant} standing for the
+	// tenant's name (https://{tenant}.vcluster.example.com); empty keeps vCluster's https://localhost:8443, which
+	// works only through a port-forward.
 	KubeconfigServer string `json:"kubeconfigServer"`
 }
 
@@ -191,6 +198,9 @@ func (c *Config) DRAEnabled() bool { return enabled(c.DRADriver.Enabled, true) }
 
 // PlatformEnabled reports whether vCluster Platform is installed (default on: DRA sync is a platform feature).
 func (c *Config) PlatformEnabled() bool { return enabled(c.Platform.Enabled, true) }
+
+// VClusterEnabled reports whether tenants get a vCluster (default on).
+func (c *Config) VClusterEnabled() bool { return enabled(c.VCluster.Enabled, true) }
 
 // VClusterAwait reports whether virtual clusters are awaited (default on).
 func (c *Config) VClusterAwait() bool { return enabled(c.VCluster.Await, true) }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -37,7 +38,7 @@ func Load(src Source) (*Config, error) {
 
 	if keys := src.Keys(); keys != nil {
 		for _, k := range keys {
-			if !contains(knownKeys, k) {
+			if !slices.Contains(knownKeys, k) {
 				errs = append(errs, field.NotSupported(path(k), "(set)", knownKeys))
 			}
 		}
@@ -63,7 +64,7 @@ func Load(src Source) (*Config, error) {
 		out *Secret
 	}{
 		{keyKubeconfig, &cfg.Secrets.Kubeconfig}, {keyAdminPassword, &cfg.Secrets.PlatformAdminPassword},
-		{keyLicenseToken, &cfg.Secrets.PlatformLicenseToken},
+		{keyLicenseToken, &cfg.Secrets.PlatformLicenseToken}, {keyAccessKey, &cfg.Secrets.PlatformAccessKey},
 	}
 	for _, s := range secrets {
 		raw, ok := src.Get(s.key)
@@ -206,13 +207,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -47,6 +47,7 @@ func seedClassesAndTenants(tc testConfig) testConfig {
 		obj{"name": "research-ai", "classes": list{"gpu-slice"}, "gpuQuota": obj{"gpu-slice": 4}},
 	}
 	tc["platformAdminPassword"] = "s3cret"
+	tc["platform"] = obj{"host": "platform.example.com"}
 	return tc
 }
 
@@ -250,6 +251,11 @@ func TestBadConfigs(t *testing.T) {
 			"gpu-tenancy:gpuClasses[0]", `matching "H100"`},
 		{"class product with CEL syntax", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["product"] = "A100') || true || ('" }, nil,
 			"gpu-tenancy:gpuClasses[0].product", "letters, digits"},
+		{"extra CEL that does not compile", goodGKE, func(tc testConfig) {
+			at(tc, "gpuClasses", 0)["extraCEL"] = "device.attributes['gpu.nvidia.com'].driverVersion >= "
+		}, nil, "gpu-tenancy:gpuClasses[0].extraCEL", "ExtraCEL"},
+		{"extra CEL that escapes its parentheses", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["extraCEL"] = "true) || (true" }, nil,
+			"gpu-tenancy:gpuClasses[0].extraCEL", "ExtraCEL"},
 		{"tenant name too long", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["name"] = strings.Repeat("a", 33) }, nil,
 			"gpu-tenancy:tenants[0].name", "more than 32"},
 		{"tenant name not a DNS label", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["name"] = "Legal.AI" }, nil,
@@ -274,6 +280,14 @@ func TestBadConfigs(t *testing.T) {
 			"gpu-tenancy:platformAdminPassword", "--secret"},
 		{"admin password in plain text", goodGKE, func(tc testConfig) {}, []string{},
 			"gpu-tenancy:platformAdminPassword", "must be a secret"},
+		{"platform without host", goodGKE, func(tc testConfig) { tc["platform"] = obj{} }, nil,
+			"gpu-tenancy:platform.host", "public host name"},
+		{"access key in plain text", goodGKE, func(tc testConfig) { tc["platformAccessKey"] = "key" }, nil,
+			"gpu-tenancy:platformAccessKey", "must be a secret"},
+		{"kubeconfig server not https", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"kubeconfigServer": "{tenant}.example.com"} }, nil,
+			"gpu-tenancy:vcluster.kubeconfigServer", "https URL"},
+		{"blocked egress CIDR with host bits", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["blockedEgressCIDRs"] = list{"10.0.0.1/8"} }, nil,
+			"gpu-tenancy:tenants[0]", "host bits"},
 		{"chart with both path and repo", goodGKE, func(tc testConfig) {
 			tc["vcluster"] = obj{"chart": obj{"path": "./chart", "repo": "https://charts.loft.sh", "name": "vcluster"}}
 		}, nil, "gpu-tenancy:vcluster.chart.path", "not both"},
@@ -301,6 +315,13 @@ func TestBadConfigs(t *testing.T) {
 			assert.True(t, found, "want an error at %s mentioning %q, got:\n%s", c.wantPath, c.wantMsg, err)
 		})
 	}
+}
+
+func TestValidExtraCELIsAccepted(t *testing.T) {
+	tc := goodGKE()
+	at(tc, "gpuClasses", 0)["extraCEL"] = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"
+	_, err := Load(tc.source("platformAdminPassword"))
+	require.NoError(t, err)
 }
 
 func TestAllProblemsReportedAtOnce(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
@@ -65,18 +67,25 @@ func build(ctx *pulumi.Context, cfg *Config, baseDir string) error {
 
 	var platformConn *vcluster.PlatformConnection
 	var afterPlatform []pulumi.Resource
+	network := tenancy.NetworkArgs{
+		// Cilium gives the API server an identity that ipBlock rules do not match (tenancy.NetworkArgs).
+		CiliumAPIServerAccess: cl.Flavour == cluster.Scaleway && cfg.Scaleway.CNI == "cilium",
+	}
 	if cfg.PlatformEnabled() {
 		platform, err := vcluster.NewPlatform(ctx, "platform", &vcluster.PlatformArgs{
 			Chart:         cfg.Platform.Chart,
 			Host:          cfg.Platform.Host,
 			AdminPassword: pulumi.ToSecret(pulumi.String(string(cfg.Secrets.PlatformAdminPassword))).(pulumi.StringOutput),
 			LicenseToken:  optionalSecret(cfg.Secrets.PlatformLicenseToken),
+			AccessKey:     optionalSecret(cfg.Secrets.PlatformAccessKey),
 		}, inCluster...)
 		if err != nil {
 			return fmt.Errorf("creating vCluster Platform: %w", err)
 		}
 		platformConn = platform.Connection
 		afterPlatform = append(afterPlatform, platform)
+		// The platform proxies to each tenant's vCluster API.
+		network.IngressFromNamespaces = []string{vcluster.DefaultPlatformNamespace}
 	}
 
 	catalog, err := tenancy.NewCatalog(ctx, "gpu-catalog", &tenancy.CatalogArgs{Classes: gpuClasses(cfg)},
@@ -87,7 +96,7 @@ func build(ctx *pulumi.Context, cfg *Config, baseDir string) error {
 
 	tenants := pulumi.Map{}
 	for _, t := range cfg.Tenants {
-		out, err := newTenant(ctx, cfg, cl, catalog, t, platformConn, append(inCluster, pulumi.DependsOn(afterPlatform))...)
+		out, err := newTenant(ctx, cfg, cl, catalog, t, network, platformConn, append(inCluster, pulumi.DependsOn(afterPlatform))...)
 		if err != nil {
 			return err
 		}
@@ -100,18 +109,18 @@ func build(ctx *pulumi.Context, cfg *Config, baseDir string) error {
 }
 
 func newTenant(ctx *pulumi.Context, cfg *Config, cl *cluster.Cluster, catalog *tenancy.Catalog, t TenantConfig,
-	platform *vcluster.PlatformConnection, opts ...pulumi.ResourceOption) (pulumi.Map, error) {
-	tenant, err := tenancy.NewTenant(ctx, t.Name, &tenancy.TenantArgs{
-		Name:        t.Name,
-		Catalog:     catalog,
-		Classes:     t.Classes,
-		DeviceQuota: t.GPUQuota,
-		CPU:         t.CPUQuota,
-		Memory:      t.MemoryQuota,
-		Network:     tenancy.NetworkArgs{BlockedEgressCIDRs: t.BlockedEgressCIDRs},
-	}, opts...)
+	network tenancy.NetworkArgs, platform *vcluster.PlatformConnection, opts ...pulumi.ResourceOption) (pulumi.Map, error) {
+	args := tenantArgs(t)
+	args.Catalog = catalog
+	args.Network.CiliumAPIServerAccess = network.CiliumAPIServerAccess
+	args.Network.IngressFromNamespaces = network.IngressFromNamespaces
+	tenant, err := tenancy.NewTenant(ctx, t.Name, args, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating tenant %q: %w", t.Name, err)
+	}
+	out := pulumi.Map{"namespace": tenant.Namespace, "classes": tenant.Classes}
+	if !cfg.VClusterEnabled() {
+		return out, nil
 	}
 	var tolerations []cluster.Taint
 	seen := map[cluster.Taint]bool{}
@@ -132,22 +141,32 @@ func newTenant(ctx *pulumi.Context, cfg *Config, cl *cluster.Cluster, catalog *t
 			Limits:   vcluster.ResourceList{Memory: t.VCluster.Memory},
 		},
 		Persistence:      vcluster.Persistence{Size: t.VCluster.StorageSize, StorageClass: t.VCluster.StorageClass},
-		KubeconfigServer: cfg.VCluster.KubeconfigServer,
+		KubeconfigServer: strings.ReplaceAll(cfg.VCluster.KubeconfigServer, "{tenant}", t.Name),
 		Platform:         platform,
 		Await:            cfg.VClusterAwait(),
-	}, opts...)
+		// The quota and limit range must be in place before the vCluster's pods are admitted.
+	}, append(opts, pulumi.DependsOn([]pulumi.Resource{tenant}))...)
 	if err != nil {
 		return nil, fmt.Errorf("creating the vCluster of tenant %q: %w", t.Name, err)
 	}
-	out := pulumi.Map{
-		"namespace":        tenant.Namespace,
-		"classes":          tenant.Classes,
-		"kubeconfigSecret": pulumi.Sprintf("%s/%s", vc.KubeconfigSecretNamespace, vc.KubeconfigSecretName),
-	}
+	out["kubeconfigSecret"] = pulumi.Sprintf("%s/%s", vc.KubeconfigSecretNamespace, vc.KubeconfigSecretName)
 	if cfg.VClusterAwait() {
 		out["kubeconfig"] = vc.Kubeconfig
 	}
 	return out, nil
+}
+
+// tenantArgs are the tenant component's arguments from config; the pipeline adds the catalog and cluster-wide
+// network settings.
+func tenantArgs(t TenantConfig) *tenancy.TenantArgs {
+	return &tenancy.TenantArgs{
+		Name:        t.Name,
+		Classes:     t.Classes,
+		DeviceQuota: t.GPUQuota,
+		CPU:         t.CPUQuota,
+		Memory:      t.MemoryQuota,
+		Network:     tenancy.NetworkArgs{BlockedEgressCIDRs: t.BlockedEgressCIDRs},
+	}
 }
 
 func optionalSecret(s Secret) pulumi.StringInput {
@@ -173,7 +192,7 @@ func gpuClasses(cfg *Config) []tenancy.GPUClass {
 			Name: c.Name, Device: tenancy.DeviceKind(c.Device), MIGProfile: c.MIGProfile, Product: c.Product, ExtraCEL: c.ExtraCEL,
 		}
 		for _, t := range cfg.Tenants {
-			if contains(t.Classes, c.Name) {
+			if slices.Contains(t.Classes, c.Name) {
 				class.Tenants = append(class.Tenants, t.Name)
 			}
 		}

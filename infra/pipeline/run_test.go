@@ -113,14 +113,65 @@ func tenantOf(reg mocktest.Registration, tenantURNs map[string]string) string {
 }
 
 func TestBadConfigRegistersNothing(t *testing.T) {
-	rec, err := runStack(t, "gke-dev", map[string]string{"gpu-tenancy:gke": `{"project":"x","zone":"mars-1"}`})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "gpu-tenancy:gke.zone")
-	assert.Contains(t, err.Error(), "gpu-tenancy:gke.project")
-	assert.Empty(t, rec.All(), "no resource may be registered on bad input")
+	cases := map[string]struct {
+		override map[string]string
+		paths    []string
+	}{
+		"bad zone and project": {map[string]string{"gpu-tenancy:gke": `{"project":"x","zone":"mars-1"}`},
+			[]string{"gpu-tenancy:gke.zone", "gpu-tenancy:gke.project"}},
+		"a selector that does not compile": {map[string]string{"gpu-tenancy:gpuClasses": `[{"name":"gpu-whole","device":"gpu","extraCEL":"device.driver =="},` +
+			`{"name":"gpu-slice","device":"mig","migProfile":"1g.5gb"}]`}, []string{"gpu-tenancy:gpuClasses[0].extraCEL"}},
+		"a CIDR the tenant component refuses": {map[string]string{"gpu-tenancy:tenants": `[{"name":"legal-ai","classes":["gpu-whole"],` +
+			`"gpuQuota":{"gpu-whole":1},"blockedEgressCIDRs":["10.1.2.3/8"]}]`}, []string{"gpu-tenancy:tenants[0]"}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			rec, err := runStack(t, "gke-dev", c.override)
+			require.Error(t, err)
+			for _, p := range c.paths {
+				assert.Contains(t, err.Error(), p)
+			}
+			assert.Empty(t, rec.All(), "no resource may be registered on bad input")
+		})
+	}
 }
 
-func TestTenantOutputsKeepKubeconfigSecret(t *testing.T) {
+func TestKubeconfigServerIsPerTenant(t *testing.T) {
+	rec, err := runStack(t, "gke-dev", map[string]string{"gpu-tenancy:vcluster": `{"kubeconfigServer":"https://{tenant}.vc.example.com"}`})
+	require.NoError(t, err)
+	for _, tenant := range []string{"legal-ai", "research-ai"} {
+		release, err := rec.Get("kubernetes:helm.sh/v3:Release", tenant)
+		require.NoError(t, err)
+		values := release.Inputs["values"].ObjectValue()
+		server := values["exportKubeConfig"].ObjectValue()["server"].StringValue()
+		assert.Equal(t, "https://"+tenant+".vc.example.com", server)
+	}
+}
+
+func TestVirtualClusterWaitsForItsTenantGuardRails(t *testing.T) {
+	rec, err := runStack(t, "gke-dev", nil)
+	require.NoError(t, err)
+	for _, tenant := range []string{"legal-ai", "research-ai"} {
+		vc, err := rec.Get("gpu-tenancy:vcluster:VirtualCluster", tenant)
+		require.NoError(t, err)
+		// The SDK expands a dependency on a component into its children.
+		quota, err := rec.Get("kubernetes:core/v1:ResourceQuota", tenant+"-quota")
+		require.NoError(t, err)
+		limits, err := rec.Get("kubernetes:core/v1:LimitRange", tenant+"-limits")
+		require.NoError(t, err)
+		assert.Contains(t, vc.Dependencies, quota.URN)
+		assert.Contains(t, vc.Dependencies, limits.URN)
+	}
+}
+
+func TestVClusterCanBeTurnedOff(t *testing.T) {
+	rec, err := runStack(t, "gke-dev", map[string]string{"gpu-tenancy:vcluster": `{"enabled":false}`})
+	require.NoError(t, err)
+	assert.Zero(t, count(rec, "gpu-tenancy:vcluster:VirtualCluster"))
+	assert.Equal(t, 2, count(rec, "gpu-tenancy:tenancy:Tenant"), "tenants keep their guard rails")
+}
+
+func TestProvidersKeepKubeconfigSecret(t *testing.T) {
 	rec, err := runStack(t, "gke-dev", nil)
 	require.NoError(t, err)
 	for _, reg := range rec.ByType("pulumi:providers:kubernetes") {

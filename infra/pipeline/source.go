@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -125,5 +126,5 @@ type mapSource struct {
 }
 
 func (m mapSource) Get(key string) (string, bool) { v, ok := m.values[Namespace+":"+key]; return v, ok }
-func (m mapSource) IsSecret(key string) bool      { return contains(m.secrets, Namespace+":"+key) }
+func (m mapSource) IsSecret(key string) bool      { return slices.Contains(m.secrets, Namespace+":"+key) }
 func (m mapSource) Keys() []string                { return namespaceKeys(m.values) }

@@ -3,12 +3,15 @@ package pipeline
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -40,7 +43,7 @@ var (
 
 func validate(c *Config) field.ErrorList {
 	var errs field.ErrorList
-	if !contains(clouds, c.Cloud) {
+	if !slices.Contains(clouds, c.Cloud) {
 		if c.Cloud == "" {
 			errs = append(errs, field.Required(path(keyCloud), "one of "+strings.Join(clouds, ", ")))
 		} else {
@@ -61,7 +64,7 @@ func validate(c *Config) field.ErrorList {
 	}
 	errs = append(errs, validatePoolCommon(c.GPUPools)...)
 	errs = append(errs, validateClasses(c.GPUClasses, pools)...)
-	errs = append(errs, validateTenants(c.Tenants, c.GPUClasses)...)
+	errs = append(errs, validateTenants(c)...)
 	errs = append(errs, validateCharts(c)...)
 	return errs
 }
@@ -114,7 +117,7 @@ func validateGKE(c *Config) field.ErrorList {
 		zoneOK = true
 	}
 	errs = append(errs, validateVersion(p.Child("kubernetesVersion"), g.KubernetesVersion, false)...)
-	if !contains(releaseChannels, g.ReleaseChannel) {
+	if !slices.Contains(releaseChannels, g.ReleaseChannel) {
 		errs = append(errs, field.NotSupported(p.Child("releaseChannel"), g.ReleaseChannel, releaseChannels))
 	}
 	errs = append(errs, validateNodeBounds(p.Child("systemPool"), g.SystemPool.MinNodes, g.SystemPool.MaxNodes)...)
@@ -140,7 +143,7 @@ func validateGKE(c *Config) field.ErrorList {
 			continue
 		}
 		errs = append(errs, validateGKEMachine(pp, pool, acc)...)
-		if zoneOK && !g.AllowUnlistedZone && !contains(acc.zones, g.Zone) {
+		if zoneOK && !g.AllowUnlistedZone && !slices.Contains(acc.zones, g.Zone) {
 			errs = append(errs, field.Invalid(pp.Child("accelerator"), pool.Accelerator, fmt.Sprintf(
 				"is not offered in zone %s (%s:gke.zone); zones known to offer it: %s; if it is offered there now, set %s:gke.allowUnlistedZone: true",
 				g.Zone, Namespace, strings.Join(acc.zones, ", "), Namespace)))
@@ -159,7 +162,7 @@ func validateGKEMachine(pp *field.Path, pool GPUPoolConfig, acc gkeAccelerator) 
 	if pool.MachineType == "" {
 		return field.ErrorList{field.Required(pp.Child("machineType"), "one of "+strings.Join(want, ", "))}
 	}
-	if m == nil || !contains(want, pool.MachineType) {
+	if m == nil || !slices.Contains(want, pool.MachineType) {
 		return field.ErrorList{field.NotSupported(pp.Child("machineType"), pool.MachineType, want)}
 	}
 	if n, _ := strconv.Atoi(m[2]); pool.GPUCount != 0 && pool.GPUCount != n {
@@ -212,16 +215,16 @@ func validateScaleway(c *Config) field.ErrorList {
 	switch {
 	case s.Zone == "":
 		errs = append(errs, field.Required(p.Child("zone"), "a zone such as fr-par-2 (GPU types: fr-par-2, pl-waw-2)"))
-	case !contains(scalewayZones, s.Zone):
+	case !slices.Contains(scalewayZones, s.Zone):
 		errs = append(errs, field.NotSupported(p.Child("zone"), s.Zone, scalewayZones))
 	default:
 		zoneOK = true
 	}
 	errs = append(errs, validateVersion(p.Child("kubernetesVersion"), s.KubernetesVersion, *s.AutoUpgrade.Enabled)...)
-	if !contains(cnis, s.CNI) {
+	if !slices.Contains(cnis, s.CNI) {
 		errs = append(errs, field.NotSupported(p.Child("cni"), s.CNI, cnis))
 	}
-	if !contains(weekdays, s.AutoUpgrade.MaintenanceWindowDay) {
+	if !slices.Contains(weekdays, s.AutoUpgrade.MaintenanceWindowDay) {
 		errs = append(errs, field.NotSupported(p.Child("autoUpgrade", "maintenanceWindowDay"), s.AutoUpgrade.MaintenanceWindowDay, weekdays))
 	}
 	if h := *s.AutoUpgrade.MaintenanceWindowStartHour; h < 0 || h > 23 {
@@ -251,7 +254,7 @@ func validateScaleway(c *Config) field.ErrorList {
 			}
 			continue
 		}
-		if zoneOK && !s.AllowUnlistedZone && !contains(nt.zones, s.Zone) {
+		if zoneOK && !s.AllowUnlistedZone && !slices.Contains(nt.zones, s.Zone) {
 			errs = append(errs, field.Invalid(pp.Child("nodeType"), pool.NodeType, fmt.Sprintf(
 				"is not offered in zone %s (%s:scaleway.zone); zones offering it: %s; if it is offered there now, set %s:scaleway.allowUnlistedZone: true",
 				s.Zone, Namespace, strings.Join(nt.zones, ", "), Namespace)))
@@ -338,7 +341,8 @@ func validateClasses(classes []GPUClassConfig, pools []cluster.GPUPool) field.Er
 	seen := map[string]bool{}
 	for i, c := range classes {
 		cp := path(keyGPUClasses).Index(i)
-		if contains(driverClasses, c.Name) {
+		before := len(errs)
+		if slices.Contains(driverClasses, c.Name) {
 			errs = append(errs, field.Invalid(cp.Child("name"), c.Name, fmt.Sprintf(
 				"is a class the NVIDIA DRA driver creates itself (%s); choose a name of your own", strings.Join(driverClasses, ", "))))
 		} else {
@@ -369,6 +373,15 @@ func validateClasses(classes []GPUClassConfig, pools []cluster.GPUPool) field.Er
 		if !satisfiable(c, pools) {
 			errs = append(errs, field.Invalid(cp, c.Name, fmt.Sprintf("no GPU pool in %s:%s can satisfy it: %s",
 				Namespace, keyGPUPools, describeClass(c))))
+		}
+		// The selector itself is compiled as the API server will compile it, so a bad extraCEL fails here and
+		// not halfway through an update.
+		if len(errs) == before {
+			class := tenancy.GPUClass{Name: c.Name, Device: tenancy.DeviceKind(c.Device), MIGProfile: c.MIGProfile,
+				Product: c.Product, ExtraCEL: c.ExtraCEL}
+			if err := class.Validate(); err != nil {
+				errs = append(errs, field.Invalid(cp.Child("extraCEL"), c.ExtraCEL, err.Error()))
+			}
 		}
 	}
 	return errs
@@ -402,15 +415,16 @@ func satisfiable(c GPUClassConfig, pools []cluster.GPUPool) bool {
 	return false
 }
 
-func validateTenants(tenants []TenantConfig, classes []GPUClassConfig) field.ErrorList {
+func validateTenants(c *Config) field.ErrorList {
 	var errs field.ErrorList
 	var classNames []string
-	for _, c := range classes {
-		classNames = append(classNames, c.Name)
+	for _, class := range c.GPUClasses {
+		classNames = append(classNames, class.Name)
 	}
 	seen := map[string]bool{}
-	for i, t := range tenants {
+	for i, t := range c.Tenants {
 		tp := path(keyTenants).Index(i)
+		before := len(errs)
 		errs = append(errs, dnsLabel(tp.Child("name"), t.Name, maxTenantName)...)
 		if seen[t.Name] {
 			errs = append(errs, field.Duplicate(tp.Child("name"), t.Name))
@@ -420,13 +434,13 @@ func validateTenants(tenants []TenantConfig, classes []GPUClassConfig) field.Err
 		for j, c := range t.Classes {
 			cp := tp.Child("classes").Index(j)
 			switch {
-			case !contains(classNames, c):
+			case !slices.Contains(classNames, c):
 				errs = append(errs, field.NotSupported(cp, c, classNames))
 			case granted[c]:
 				errs = append(errs, field.Duplicate(cp, c))
 			}
 			granted[c] = true
-			if _, ok := t.GPUQuota[c]; !ok && contains(classNames, c) {
+			if _, ok := t.GPUQuota[c]; !ok && slices.Contains(classNames, c) {
 				errs = append(errs, field.Required(tp.Child("gpuQuota").Child(c), "a device quota (how many devices of this class the tenant may hold) for every granted class"))
 			}
 		}
@@ -459,6 +473,12 @@ func validateTenants(tenants []TenantConfig, classes []GPUClassConfig) field.Err
 				errs = append(errs, field.Invalid(tp.Child("blockedEgressCIDRs").Index(j), cidr, "must be a CIDR such as 10.0.0.0/8"))
 			}
 		}
+		// What the tenant component itself checks (host bits in a CIDR, ...) is checked here too, before any resource.
+		if len(errs) == before {
+			if err := tenantArgs(t).Validate(gpuClasses(c)); err != nil {
+				errs = append(errs, field.Invalid(tp, t.Name, err.Error()))
+			}
+		}
 	}
 	return errs
 }
@@ -484,6 +504,17 @@ func validateCharts(c *Config) field.ErrorList {
 	check(path(keyDRADriver).Child("chart"), c.DRADriver.Chart)
 	check(path(keyPlatform).Child("chart"), c.Platform.Chart)
 	check(path(keyVCluster).Child("chart"), c.VCluster.Chart)
+	if c.PlatformEnabled() && c.Platform.Host == "" {
+		errs = append(errs, field.Required(path(keyPlatform).Child("host"), fmt.Sprintf(
+			"the platform's public host name while %s:platform.enabled is true", Namespace)))
+	}
+	if s := c.VCluster.KubeconfigServer; s != "" {
+		u, err := url.Parse(strings.ReplaceAll(s, "{tenant}", "tenant"))
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			errs = append(errs, field.Invalid(path(keyVCluster).Child("kubeconfigServer"), s,
+				"must be an https URL such as https://{tenant}.vcluster.example.com ({tenant} is replaced per tenant)"))
+		}
+	}
 	if c.PlatformEnabled() && c.Secrets.PlatformAdminPassword == "" {
 		errs = append(errs, field.Required(path(keyAdminPassword), fmt.Sprintf(
 			"the vCluster Platform admin password while %s:platform.enabled is true: pulumi config set --secret %s:%s <password>",

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -91,7 +92,7 @@ func up(ctx context.Context) error {
 		return err
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(w, "TENANT\tSEES (DeviceClasses)\tADMITTED CLAIM\tALLOCATED DEVICE\tDENIED CLAIM\tWHY")
+	fmt.Fprintln(w, "TENANT\tGRANTED CLASSES (synced into its vCluster)\tADMITTED CLAIM\tALLOCATED DEVICE\tDENIED CLAIM\tWHY")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.tenant, r.sees, r.admitted, r.device, r.denied, r.why)
 	}
@@ -178,21 +179,12 @@ func claimAndRun(ctx context.Context, cs kubernetes.Interface, ns, name, class s
 func foreignClass(t pipeline.TenantConfig, tenants []pipeline.TenantConfig) string {
 	for _, other := range tenants {
 		for _, c := range other.Classes {
-			if !contains(t.Classes, c) {
+			if !slices.Contains(t.Classes, c) {
 				return c
 			}
 		}
 	}
 	return ""
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // denial is the admission policy's message, or why there was none.

@@ -51,10 +51,13 @@ func newStackEnv(t *testing.T) *stackEnv {
 	return &stackEnv{t: t, stateDir: t.TempDir(), workDir: t.TempDir(), base: base}
 }
 
-// open prepares the local stack with tenants replaced when given.
+// open prepares the local stack with tenants replaced when given. The kubeconfig of this test's control plane is
+// handed over as the secret `gpu-tenancy:kubeconfig`, so the state check can look for a secret config value.
 func (s *stackEnv) open(ctx context.Context, tenants []pipeline.TenantConfig) *engine.Stack {
 	s.t.Helper()
-	cfg := map[string]string{pipeline.Namespace + ":existing": `{"kubeconfigPath":"` + kubeconfig + `"}`}
+	raw, err := os.ReadFile(kubeconfig)
+	require.NoError(s.t, err)
+	cfg := map[string]string{pipeline.Namespace + ":existing": `{}`}
 	if tenants != nil {
 		raw, err := json.Marshal(tenants)
 		require.NoError(s.t, err)
@@ -63,6 +66,7 @@ func (s *stackEnv) open(ctx context.Context, tenants []pipeline.TenantConfig) *e
 	st, err := engine.Open(ctx, engine.Options{
 		RepoRoot: repoRoot, Stack: "local", WorkDir: s.workDir, StateDir: s.stateDir,
 		Passphrase: "e2e-passphrase", Config: cfg, Progress: testWriter{s.t},
+		SecretConfig: map[string]string{pipeline.Namespace + ":kubeconfig": string(raw)},
 	})
 	require.NoError(s.t, err)
 	return st
@@ -365,7 +369,8 @@ func deleteProbes(t *testing.T, ctx context.Context) {
 	}
 }
 
-// checkState searches the state file for the secrets the stack holds: the cluster's kubeconfig and its key.
+// checkState searches the state file for the secrets the stack holds: the kubeconfig given as secret config, and
+// the client key inside it.
 func checkState(t *testing.T, env *stackEnv) {
 	files, err := filepath.Glob(filepath.Join(env.stateDir, ".pulumi", "stacks", "*", "local.json"))
 	require.NoError(t, err)
