@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
@@ -186,20 +185,4 @@ func (s *Stack) Preview(ctx context.Context) (auto.PreviewResult, error) {
 // Destroy deletes everything the stack created; the stack itself stays, with empty state.
 func (s *Stack) Destroy(ctx context.Context) (auto.DestroyResult, error) {
 	return s.Stack.Destroy(ctx, optdestroy.ProgressStreams(s.progress()), optdestroy.ErrorProgressStreams(s.progress()))
-}
-
-// StateFile is the path of the stack's state in the file backend.
-func (s *Stack) StateFile() string {
-	return filepath.Join(s.opts.StateDir, ".pulumi", "stacks", "gpu-tenancy", s.opts.Stack+".json")
-}
-
-// Changes sums a preview's operations other than "same".
-func Changes(summary map[string]int) int {
-	n := 0
-	for op, count := range summary {
-		if !strings.EqualFold(op, "same") {
-			n += count
-		}
-	}
-	return n
 }
