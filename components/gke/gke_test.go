@@ -1,13 +1,11 @@
 package gke
 
 import (
-	"sync"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
-	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
@@ -38,32 +36,10 @@ func testArgs() *ClusterArgs {
 	}
 }
 
-// recorder also keeps each registration's request, for what mocktest.Registration does not carry: dependencies and
-// resource options.
-type recorder struct {
-	*mocktest.Recorder
-	mu   sync.Mutex
-	reqs map[string]*pulumirpc.RegisterResourceRequest
-}
-
-func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
-	r.mu.Lock()
-	r.reqs[args.TypeToken+"/"+args.Name] = args.RegisterRPC
-	r.mu.Unlock()
-	return r.Recorder.NewResource(args)
-}
-
-func (r *recorder) request(t *testing.T, typ, name string) *pulumirpc.RegisterResourceRequest {
-	t.Helper()
-	req, ok := r.reqs[typ+"/"+name]
-	require.True(t, ok, "no %s named %q", typ, name)
-	return req
-}
-
 // run builds the cluster under mocks; inspect, when given, runs inside the program with the component.
-func run(t *testing.T, args *ClusterArgs, inspect func(ctx *pulumi.Context, c *Cluster)) *recorder {
+func run(t *testing.T, args *ClusterArgs, inspect func(ctx *pulumi.Context, c *Cluster)) *mocktest.Recorder {
 	t.Helper()
-	rec := &recorder{reqs: map[string]*pulumirpc.RegisterResourceRequest{}, Recorder: &mocktest.Recorder{
+	rec := &mocktest.Recorder{
 		Outputs: map[string]func(resource.PropertyMap) resource.PropertyMap{
 			clusterType: func(resource.PropertyMap) resource.PropertyMap {
 				return resource.PropertyMap{
@@ -75,7 +51,7 @@ func run(t *testing.T, args *ClusterArgs, inspect func(ctx *pulumi.Context, c *C
 				}
 			},
 		},
-	}}
+	}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		c, err := NewCluster(ctx, "gke", args)
 		if err != nil {
@@ -170,9 +146,8 @@ func TestGPUPools(t *testing.T) {
 				assert.Equal(t, args.Project, in["project"].StringValue())
 			}},
 			{"replaced by deleting first", func(t *testing.T) {
-				req := rec.request(t, nodePoolType, "gke-"+p.Name)
-				assert.True(t, req.GetDeleteBeforeReplace())
-				assert.Subset(t, req.GetIgnoreChanges(), []string{"initialNodeCount", "nodeCount"})
+				assert.True(t, reg.Request.GetDeleteBeforeReplace())
+				assert.Subset(t, reg.Request.GetIgnoreChanges(), []string{"initialNodeCount", "nodeCount"})
 			}},
 		}
 		for _, tc := range tests {
@@ -207,7 +182,7 @@ func TestSystemPool(t *testing.T) {
 		{"autonamed so a replacement comes up first", func(t *testing.T) {
 			_, named := in["name"]
 			assert.False(t, named)
-			assert.False(t, rec.request(t, nodePoolType, "gke-system").GetDeleteBeforeReplace())
+			assert.False(t, reg.Request.GetDeleteBeforeReplace())
 		}},
 	}
 	for _, tc := range tests {
@@ -302,13 +277,9 @@ func TestProvider(t *testing.T) {
 			assert.Equal(t, true, kc.Users[0].User.Exec["provideClusterInfo"])
 		}},
 		{"waits for every pool", func(t *testing.T) {
-			var want []string
-			for _, name := range []string{"gke-system", "gke-a100", "gke-a100-mig"} {
-				pool, err := rec.Get(nodePoolType, name)
-				require.NoError(t, err)
-				want = append(want, pool.URN)
-			}
-			assert.Subset(t, rec.request(t, providerType, "gke").GetDependencies(), want)
+			want, err := rec.URNs(nodePoolType, "gke-system", "gke-a100", "gke-a100-mig")
+			require.NoError(t, err)
+			assert.Subset(t, reg.Dependencies, want)
 		}},
 		{"replaced only with the cluster", func(t *testing.T) {
 			assert.Equal(t, "gke-id", reg.Inputs["clusterIdentifier"].StringValue())
@@ -322,11 +293,7 @@ func TestProvider(t *testing.T) {
 
 func TestChildrenParentedToComponent(t *testing.T) {
 	rec := run(t, testArgs(), nil)
-	for _, reg := range rec.All() {
-		if reg.Custom {
-			assert.Equal(t, "gke", reg.ParentName(), "%s %s", reg.Type, reg.Name)
-		}
-	}
+	assert.Empty(t, rec.Strays("gke"))
 	assert.Len(t, rec.ByType("gpu-tenancy:gke:Cluster"), 1)
 }
 

@@ -1,13 +1,11 @@
 package scaleway
 
 import (
-	"sync"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
-	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -38,25 +36,10 @@ func testArgs() *ClusterArgs {
 	}
 }
 
-// recorder also keeps each registration's request, for what mocktest.Registration does not carry: dependencies and
-// resource options.
-type recorder struct {
-	*mocktest.Recorder
-	mu   sync.Mutex
-	reqs map[string]*pulumirpc.RegisterResourceRequest
-}
-
-func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
-	r.mu.Lock()
-	r.reqs[args.TypeToken+"/"+args.Name] = args.RegisterRPC
-	r.mu.Unlock()
-	return r.Recorder.NewResource(args)
-}
-
 // run builds the cluster under mocks; inspect, when given, runs inside the program with the component.
-func run(t *testing.T, args *ClusterArgs, inspect func(ctx *pulumi.Context, c *Cluster)) *recorder {
+func run(t *testing.T, args *ClusterArgs, inspect func(ctx *pulumi.Context, c *Cluster)) *mocktest.Recorder {
 	t.Helper()
-	rec := &recorder{reqs: map[string]*pulumirpc.RegisterResourceRequest{}, Recorder: &mocktest.Recorder{
+	rec := &mocktest.Recorder{
 		Outputs: map[string]func(resource.PropertyMap) resource.PropertyMap{
 			clusterType: func(resource.PropertyMap) resource.PropertyMap {
 				return resource.PropertyMap{"kubeconfigs": resource.NewArrayProperty([]resource.PropertyValue{
@@ -64,7 +47,7 @@ func run(t *testing.T, args *ClusterArgs, inspect func(ctx *pulumi.Context, c *C
 				})}
 			},
 		},
-	}}
+	}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		c, err := NewCluster(ctx, "scw", args)
 		if err != nil {
@@ -166,9 +149,8 @@ func TestGPUPools(t *testing.T) {
 				}}, in["taints"].Mappable())
 			}},
 			{"replaced by deleting first, size left to the autoscaler", func(t *testing.T) {
-				req := rec.reqs[poolType+"/scw-"+p.Name]
-				assert.True(t, req.GetDeleteBeforeReplace())
-				assert.Contains(t, req.GetIgnoreChanges(), "size")
+				assert.True(t, reg.Request.GetDeleteBeforeReplace())
+				assert.Contains(t, reg.Request.GetIgnoreChanges(), "size")
 			}},
 		}
 		for _, tc := range tests {
@@ -190,7 +172,7 @@ func TestSystemPool(t *testing.T) {
 	assert.NotContains(t, in, resource.PropertyKey("taints"))
 	// Autonamed and created before its old self goes: without a pool a Kapsule cluster has no API.
 	assert.NotContains(t, in, resource.PropertyKey("name"))
-	assert.False(t, rec.reqs[poolType+"/scw-system"].GetDeleteBeforeReplace())
+	assert.False(t, reg.Request.GetDeleteBeforeReplace())
 }
 
 func TestProvider(t *testing.T) {
@@ -206,13 +188,9 @@ func TestProvider(t *testing.T) {
 			assert.Equal(t, configFile, reg.Inputs["kubeconfig"].SecretValue().Element.StringValue())
 		}},
 		{"waits for every pool", func(t *testing.T) {
-			var want []string
-			for _, name := range []string{"scw-system", "scw-l4", "scw-h100-mig"} {
-				pool, err := rec.Get(poolType, name)
-				require.NoError(t, err)
-				want = append(want, pool.URN)
-			}
-			assert.Subset(t, rec.reqs[providerType+"/scw"].GetDependencies(), want)
+			want, err := rec.URNs(poolType, "scw-system", "scw-l4", "scw-h100-mig")
+			require.NoError(t, err)
+			assert.Subset(t, reg.Dependencies, want)
 		}},
 		{"replaced only with the cluster", func(t *testing.T) {
 			assert.Equal(t, "scw-id", reg.Inputs["clusterIdentifier"].StringValue())
@@ -226,11 +204,7 @@ func TestProvider(t *testing.T) {
 
 func TestChildrenParentedToComponent(t *testing.T) {
 	rec := run(t, testArgs(), nil)
-	for _, reg := range rec.All() {
-		if reg.Custom {
-			assert.Equal(t, "scw", reg.ParentName(), "%s %s", reg.Type, reg.Name)
-		}
-	}
+	assert.Empty(t, rec.Strays("scw"))
 	assert.Len(t, rec.ByType("gpu-tenancy:scaleway:Cluster"), 1)
 }
 

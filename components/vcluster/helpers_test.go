@@ -3,7 +3,6 @@ package vcluster
 import (
 	"encoding/base64"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,42 +18,37 @@ const (
 	namespaceType = "kubernetes:core/v1:Namespace"
 )
 
-// recorder adds what mocktest.Registration does not keep of a resource read: the id and the explicit dependencies.
-type recorder struct {
-	*mocktest.Recorder
-	mu    sync.Mutex
-	reads map[string]pulumi.MockResourceArgs
-}
-
 // testKubeconfig is what a vCluster's exported kubeconfig Secret holds under mocks.
 const testKubeconfig = "apiVersion: v1\nkind: Config\nclusters: []\n"
 
-func newRecorder() *recorder {
-	rec := &mocktest.Recorder{Outputs: map[string]func(resource.PropertyMap) resource.PropertyMap{
+func newRecorder() *mocktest.Recorder {
+	return &mocktest.Recorder{Outputs: map[string]func(resource.PropertyMap) resource.PropertyMap{
 		secretType: func(resource.PropertyMap) resource.PropertyMap {
 			return resource.PropertyMap{"data": resource.NewProperty(resource.PropertyMap{
 				KubeconfigSecretKey: resource.NewProperty(base64.StdEncoding.EncodeToString([]byte(testKubeconfig)))})}
 		},
 	}}
-	return &recorder{Recorder: rec, reads: map[string]pulumi.MockResourceArgs{}}
 }
 
-func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
-	if args.ReadRPC != nil {
-		r.mu.Lock()
-		r.reads[args.Name] = args
-		r.mu.Unlock()
-	}
-	return r.Recorder.NewResource(args)
-}
-
-func (r *recorder) run(t *testing.T, program pulumi.RunFunc) {
+// run runs program under mocks, recording into r.
+func run(t *testing.T, r *mocktest.Recorder, program pulumi.RunFunc) {
 	t.Helper()
-	require.NoError(t, pulumi.RunErr(program, pulumi.WithMocks("gpu-tenancy", "test", r)))
+	require.NoError(t, mocktest.Run("test", program, r))
+}
+
+// reads lists the resources the program read rather than managed, as "type name".
+func reads(r *mocktest.Recorder) []string {
+	var out []string
+	for _, reg := range r.All() {
+		if reg.Read {
+			out = append(out, reg.Type+" "+reg.Name)
+		}
+	}
+	return out
 }
 
 // valuesOf returns a Helm release's values as plain JSON-shaped data.
-func valuesOf(t *testing.T, r *recorder, name string) map[string]any {
+func valuesOf(t *testing.T, r *mocktest.Recorder, name string) map[string]any {
 	t.Helper()
 	rel, err := r.Get(releaseType, name)
 	require.NoError(t, err)

@@ -25,10 +25,10 @@ func platformArgs(edit func(*PlatformArgs)) *PlatformArgs {
 	return a
 }
 
-func runPlatform(t *testing.T, r *recorder, args *PlatformArgs) *Platform {
+func runPlatform(t *testing.T, r *mocktest.Recorder, args *PlatformArgs) *Platform {
 	t.Helper()
 	var p *Platform
-	r.run(t, func(ctx *pulumi.Context) error {
+	run(t, r, func(ctx *pulumi.Context) error {
 		var err error
 		p, err = NewPlatform(ctx, "platform", args)
 		return err
@@ -162,7 +162,7 @@ func TestNewPlatformRejectsInvalidArgs(t *testing.T) {
 
 func TestPlatformConnectionFeedsVirtualCluster(t *testing.T) {
 	r := newRecorder()
-	r.run(t, func(ctx *pulumi.Context) error {
+	run(t, r, func(ctx *pulumi.Context) error {
 		p, err := NewPlatform(ctx, "platform", platformArgs(nil))
 		if err != nil {
 			return err

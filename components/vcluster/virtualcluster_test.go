@@ -27,10 +27,10 @@ func tenantArgs(edit func(*VirtualClusterArgs)) *VirtualClusterArgs {
 }
 
 // runVirtualCluster builds one vCluster named "team-a" under mocks.
-func runVirtualCluster(t *testing.T, r *recorder, args *VirtualClusterArgs) *VirtualCluster {
+func runVirtualCluster(t *testing.T, r *mocktest.Recorder, args *VirtualClusterArgs) *VirtualCluster {
 	t.Helper()
 	var vc *VirtualCluster
-	r.run(t, func(ctx *pulumi.Context) error {
+	run(t, r, func(ctx *pulumi.Context) error {
 		var err error
 		vc, err = NewVirtualCluster(ctx, "team-a", args)
 		return err
@@ -157,10 +157,11 @@ func TestVirtualClusterReadsKubeconfigAfterRelease(t *testing.T) {
 	r := newRecorder()
 	vc := runVirtualCluster(t, r, tenantArgs(func(a *VirtualClusterArgs) { a.Await = true }))
 
-	read, ok := r.reads["team-a-kubeconfig"]
-	require.True(t, ok, "the kubeconfig Secret is read")
+	read, err := r.Get(secretType, "team-a-kubeconfig")
+	require.NoError(t, err)
+	require.True(t, read.Read, "the kubeconfig Secret is read")
 	assert.Equal(t, "vcluster-team-a/vc-team-a", read.ID)
-	assert.Contains(t, read.ReadRPC.GetDependencies(),
+	assert.Contains(t, read.Dependencies,
 		"urn:pulumi:test::gpu-tenancy::gpu-tenancy:vcluster:VirtualCluster$kubernetes:helm.sh/v3:Release::team-a")
 	assert.Equal(t, testKubeconfig, awaitOutput(t, vc.Kubeconfig))
 }
@@ -186,7 +187,7 @@ func TestVirtualClusterKubeconfigIsSecret(t *testing.T) {
 func TestVirtualClusterWithoutAwaitReadsNothing(t *testing.T) {
 	r := newRecorder()
 	vc := runVirtualCluster(t, r, tenantArgs(nil))
-	assert.Empty(t, r.reads)
+	assert.Empty(t, reads(r))
 	assert.Equal(t, "vcluster-team-a", awaitOutput(t, vc.KubeconfigSecretNamespace))
 	assert.Equal(t, "vc-team-a", awaitOutput(t, vc.KubeconfigSecretName))
 	assert.Equal(t, "", awaitOutput(t, vc.Kubeconfig))

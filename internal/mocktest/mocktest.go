@@ -11,6 +11,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 )
 
 // Registration is one resource the program registered.
@@ -32,8 +33,13 @@ type Registration struct {
 	URN    string
 	// DeletedWith is the URN of the resource whose deletion removes this one, empty when unset.
 	DeletedWith string
-	// Dependencies are the URNs this registration explicitly depends on.
+	// Dependencies are the URNs this registration (or read) explicitly depends on.
 	Dependencies []string
+	// ID is the physical id a read asks for (or an import adopts), empty otherwise.
+	ID string
+	// Request is the full register request, for resource options Registration does not lift out (such as
+	// deleteBeforeReplace and ignoreChanges); nil for a read.
+	Request *pulumirpc.RegisterResourceRequest
 }
 
 // ParentName is the parent's logical name, empty when the parent is the root stack.
@@ -84,15 +90,15 @@ type Recorder struct {
 func (r *Recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	parent := args.RegisterRPC.GetParent()
+	parent, deps := args.RegisterRPC.GetParent(), args.RegisterRPC.GetDependencies()
 	if args.ReadRPC != nil {
-		parent = args.ReadRPC.GetParent()
+		parent, deps = args.ReadRPC.GetParent(), args.ReadRPC.GetDependencies()
 	}
 	r.regs = append(r.regs, Registration{
 		Type: args.TypeToken, Name: args.Name, Custom: args.Custom, Read: args.ReadRPC != nil,
 		Remote: args.RegisterRPC.GetRemote(), Provider: args.Provider, Parent: parent, Inputs: args.Inputs,
 		URN: urnOf(parent, args.TypeToken, args.Name), DeletedWith: args.RegisterRPC.GetDeletedWith(),
-		Dependencies: args.RegisterRPC.GetDependencies(),
+		Dependencies: deps, ID: args.ID, Request: args.RegisterRPC,
 	})
 	outs := args.Inputs.Copy()
 	if fill, ok := r.Outputs[args.TypeToken]; ok {
@@ -178,6 +184,31 @@ func (r *Recorder) Get(token, name string) (Registration, error) {
 		names = append(names, reg.Name)
 	}
 	return Registration{}, fmt.Errorf("no %s named %q; registered: %v", token, name, names)
+}
+
+// URNs returns the URNs of the registrations of a type with the given names, in that order, or an error naming the
+// first that is missing.
+func (r *Recorder) URNs(token string, names ...string) ([]string, error) {
+	urns := make([]string, 0, len(names))
+	for _, name := range names {
+		reg, err := r.Get(token, name)
+		if err != nil {
+			return nil, err
+		}
+		urns = append(urns, reg.URN)
+	}
+	return urns, nil
+}
+
+// Strays lists, as "type name", the custom resources whose parent is not the component of the given name.
+func (r *Recorder) Strays(component string) []string {
+	var out []string
+	for _, reg := range r.All() {
+		if reg.Custom && reg.ParentName() != component {
+			out = append(out, reg.Type+" "+reg.Name)
+		}
+	}
+	return out
 }
 
 // Run runs program under mocks for project "gpu-tenancy" and the given stack, and returns what it registered.
