@@ -190,6 +190,9 @@ func controlPlaneArgs(args *ClusterArgs) *container.ClusterArgs {
 		// Pools are separate resources: editing inline pools would replace the cluster (pulumi-anchors.md 5).
 		RemoveDefaultNodePool: pulumi.Bool(true),
 		InitialNodeCount:      pulumi.Int(1),
+		// GKE enforces NetworkPolicy only with Dataplane V2 (or the Calico add-on); without it the tenants' isolation
+		// and metadata-endpoint block would be silently ignored (cloud.google.com/kubernetes-engine/docs/concepts/dataplane-v2).
+		DatapathProvider: pulumi.String("ADVANCED_DATAPATH"),
 	}
 	if args.ReleaseChannel != "" {
 		cp.ReleaseChannel = &container.ClusterReleaseChannelArgs{Channel: pulumi.String(args.ReleaseChannel)}

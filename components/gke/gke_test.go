@@ -210,6 +210,9 @@ func TestControlPlane(t *testing.T) {
 		{"workload identity pool of the project", func(t *testing.T) {
 			assert.Equal(t, args.Project+".svc.id.goog", at(in, "workloadIdentityConfig", "workloadPool").StringValue())
 		}},
+		{"network policies enforced by Dataplane V2", func(t *testing.T) {
+			assert.Equal(t, "ADVANCED_DATAPATH", in["datapathProvider"].StringValue())
+		}},
 		{"default pool removed", func(t *testing.T) {
 			assert.True(t, in["removeDefaultNodePool"].BoolValue())
 			assert.Equal(t, float64(1), in["initialNodeCount"].NumberValue())

@@ -141,13 +141,14 @@ func (a *VirtualClusterArgs) validate() error {
 			errs = append(errs, fmt.Errorf("GPU toleration %q value %q: %s", t.Key, t.Value, msg))
 		}
 	}
-	for field, q := range map[string]string{
-		"control plane CPU request": a.ControlPlane.Requests.CPU, "control plane memory request": a.ControlPlane.Requests.Memory,
-		"control plane CPU limit": a.ControlPlane.Limits.CPU, "control plane memory limit": a.ControlPlane.Limits.Memory,
-		"persistence size": a.Persistence.Size,
+	// A slice, not a map: errors come out in the same order every run.
+	for _, q := range []struct{ field, value string }{
+		{"control plane CPU request", a.ControlPlane.Requests.CPU}, {"control plane memory request", a.ControlPlane.Requests.Memory},
+		{"control plane CPU limit", a.ControlPlane.Limits.CPU}, {"control plane memory limit", a.ControlPlane.Limits.Memory},
+		{"persistence size", a.Persistence.Size},
 	} {
-		if _, err := resource.ParseQuantity(q); q != "" && err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: %w", field, q, err))
+		if _, err := resource.ParseQuantity(q.value); q.value != "" && err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", q.field, q.value, err))
 		}
 	}
 	if a.KubeconfigServer != "" {
