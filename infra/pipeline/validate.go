@@ -94,6 +94,36 @@ func validateNodeBounds(p *field.Path, minNodes, maxNodes *int) field.ErrorList 
 	return errs
 }
 
+// oneOf reports a value outside allowed: missing, or not supported.
+func oneOf(p *field.Path, value string, allowed []string) *field.Error {
+	if value == "" {
+		return field.Required(p, "one of "+strings.Join(allowed, ", "))
+	}
+	return field.NotSupported(p, value, allowed)
+}
+
+// unusedPoolFields reports a GPU pool's fields that belong to another cloud, which are likely a mix-up of stacks.
+func unusedPoolFields(pp *field.Path, pool GPUPoolConfig, cloud string) field.ErrorList {
+	var errs field.ErrorList
+	for _, f := range []struct {
+		name, owner string
+		set         bool
+		value       any
+	}{
+		{"machineType", "gke", pool.MachineType != "", pool.MachineType},
+		{"accelerator", "gke", pool.Accelerator != "", pool.Accelerator},
+		{"gpuCount", "gke", pool.GPUCount != 0, pool.GPUCount},
+		{"nodeType", "scaleway", pool.NodeType != "", pool.NodeType},
+		{"model", "existing", pool.Model != "", pool.Model},
+		{"gpusPerNode", "existing", pool.GPUsPerNode != 0, pool.GPUsPerNode},
+	} {
+		if f.set && f.owner != cloud {
+			errs = append(errs, notUsed(pp.Child(f.name), f.value, cloud+" (it is a "+f.owner+" field)"))
+		}
+	}
+	return errs
+}
+
 func notUsed(p *field.Path, value any, cloud string) *field.Error {
 	return field.Forbidden(p, fmt.Sprintf("is not used on cloud %s (given %v)", cloud, value))
 }
@@ -124,22 +154,10 @@ func validateGKE(c *Config) field.ErrorList {
 
 	for i, pool := range c.GPUPools {
 		pp := path(keyGPUPools).Index(i)
-		if pool.NodeType != "" {
-			errs = append(errs, notUsed(pp.Child("nodeType"), pool.NodeType, "gke"))
-		}
-		if pool.Model != "" {
-			errs = append(errs, notUsed(pp.Child("model"), pool.Model, "gke"))
-		}
-		if pool.GPUsPerNode != 0 {
-			errs = append(errs, notUsed(pp.Child("gpusPerNode"), pool.GPUsPerNode, "gke (use gpuCount)"))
-		}
+		errs = append(errs, unusedPoolFields(pp, pool, "gke")...)
 		acc, ok := gkeAccelerators[pool.Accelerator]
 		if !ok {
-			if pool.Accelerator == "" {
-				errs = append(errs, field.Required(pp.Child("accelerator"), "one of "+strings.Join(sortedKeys(gkeAccelerators), ", ")))
-			} else {
-				errs = append(errs, field.NotSupported(pp.Child("accelerator"), pool.Accelerator, sortedKeys(gkeAccelerators)))
-			}
+			errs = append(errs, oneOf(pp.Child("accelerator"), pool.Accelerator, sortedKeys(gkeAccelerators)))
 			continue
 		}
 		errs = append(errs, validateGKEMachine(pp, pool, acc)...)
@@ -234,24 +252,10 @@ func validateScaleway(c *Config) field.ErrorList {
 
 	for i, pool := range c.GPUPools {
 		pp := path(keyGPUPools).Index(i)
-		for _, f := range []struct {
-			name  string
-			value string
-		}{{"machineType", pool.MachineType}, {"accelerator", pool.Accelerator}, {"model", pool.Model}} {
-			if f.value != "" {
-				errs = append(errs, notUsed(pp.Child(f.name), f.value, "scaleway"))
-			}
-		}
-		if pool.GPUCount != 0 || pool.GPUsPerNode != 0 {
-			errs = append(errs, notUsed(pp.Child("gpuCount"), "a GPU count", "scaleway (the node type fixes it)"))
-		}
+		errs = append(errs, unusedPoolFields(pp, pool, "scaleway")...)
 		nt, ok := scalewayNodeTypes[pool.NodeType]
 		if !ok {
-			if pool.NodeType == "" {
-				errs = append(errs, field.Required(pp.Child("nodeType"), "one of "+strings.Join(sortedKeys(scalewayNodeTypes), ", ")))
-			} else {
-				errs = append(errs, field.NotSupported(pp.Child("nodeType"), pool.NodeType, sortedKeys(scalewayNodeTypes)))
-			}
+			errs = append(errs, oneOf(pp.Child("nodeType"), pool.NodeType, sortedKeys(scalewayNodeTypes)))
 			continue
 		}
 		if zoneOK && !s.AllowUnlistedZone && !slices.Contains(nt.zones, s.Zone) {
@@ -278,25 +282,14 @@ func validateExisting(c *Config) field.ErrorList {
 	}
 	for i, pool := range c.GPUPools {
 		pp := path(keyGPUPools).Index(i)
-		for _, f := range []struct {
-			name  string
-			value string
-		}{{"machineType", pool.MachineType}, {"accelerator", pool.Accelerator}, {"nodeType", pool.NodeType}} {
-			if f.value != "" {
-				errs = append(errs, notUsed(pp.Child(f.name), f.value, "existing"))
-			}
-		}
+		errs = append(errs, unusedPoolFields(pp, pool, "existing")...)
 		var keys []string
 		for _, m := range cluster.GPUModels {
 			keys = append(keys, m.Key)
 		}
 		model, ok := cluster.ModelByKey(pool.Model)
 		if !ok {
-			if pool.Model == "" {
-				errs = append(errs, field.Required(pp.Child("model"), "one of "+strings.Join(keys, ", ")))
-			} else {
-				errs = append(errs, field.NotSupported(pp.Child("model"), pool.Model, keys))
-			}
+			errs = append(errs, oneOf(pp.Child("model"), pool.Model, keys))
 			continue
 		}
 		if pool.GPUsPerNode < 0 {
