@@ -60,6 +60,9 @@ type Tenant struct {
 	Namespace pulumi.StringOutput
 	// Classes are the granted class names.
 	Classes pulumi.StringArrayOutput
+	// Admission are the objects that must exist before workloads enter the namespace (its quota and limit range);
+	// depend on them directly, since a dependency on the component covers only the children registered so far.
+	Admission []pulumi.Resource
 }
 
 type tenantConfig struct {
@@ -213,7 +216,7 @@ func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulum
 	}
 	namespace := ns.Metadata.Name().Elem()
 
-	if err := newQuota(ctx, name, cfg, namespace, t); err != nil {
+	if t.Admission, err = newQuota(ctx, name, cfg, namespace, t); err != nil {
 		return nil, err
 	}
 	if err := newNetworkPolicies(ctx, name, cfg.network, namespace, t); err != nil {
@@ -280,7 +283,7 @@ func newEntitlementBinding(ctx *pulumi.Context, name string, cfg *tenantConfig, 
 
 // newQuota caps CPU, memory and each granted class's devices, and sets container defaults so pods without resources
 // still fit the quota. Foreign classes need no zero quota: the entitlement policy already denies them.
-func newQuota(ctx *pulumi.Context, name string, cfg *tenantConfig, namespace pulumi.StringOutput, parent pulumi.Resource) error {
+func newQuota(ctx *pulumi.Context, name string, cfg *tenantConfig, namespace pulumi.StringOutput, parent pulumi.Resource) ([]pulumi.Resource, error) {
 	hard := pulumi.StringMap{
 		"requests.cpu":    pulumi.String(cfg.cpu),
 		"requests.memory": pulumi.String(cfg.memory),
@@ -289,23 +292,25 @@ func newQuota(ctx *pulumi.Context, name string, cfg *tenantConfig, namespace pul
 	for _, class := range cfg.classes {
 		hard[DeviceQuotaKey(class)] = pulumi.String(fmt.Sprint(cfg.quota[class]))
 	}
-	if _, err := corev1.NewResourceQuota(ctx, name+"-quota", &corev1.ResourceQuotaArgs{
+	quota, err := corev1.NewResourceQuota(ctx, name+"-quota", &corev1.ResourceQuotaArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String("tenant-quota"), Namespace: namespace, Labels: managedLabels(nil)},
 		Spec:     &corev1.ResourceQuotaSpecArgs{Hard: hard},
-	}, pulumi.Parent(parent)); err != nil {
-		return fmt.Errorf("creating ResourceQuota in %q: %w", Namespace(cfg.name), err)
+	}, pulumi.Parent(parent))
+	if err != nil {
+		return nil, fmt.Errorf("creating ResourceQuota in %q: %w", Namespace(cfg.name), err)
 	}
-	if _, err := corev1.NewLimitRange(ctx, name+"-limits", &corev1.LimitRangeArgs{
+	limits, err := corev1.NewLimitRange(ctx, name+"-limits", &corev1.LimitRangeArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String("container-defaults"), Namespace: namespace, Labels: managedLabels(nil)},
 		Spec: &corev1.LimitRangeSpecArgs{Limits: corev1.LimitRangeItemArray{corev1.LimitRangeItemArgs{
 			Type:           pulumi.String("Container"),
 			DefaultRequest: resourceMap(cfg.defaultRequest),
 			Default:        resourceMap(cfg.defaultLimit),
 		}}},
-	}, pulumi.Parent(parent)); err != nil {
-		return fmt.Errorf("creating LimitRange in %q: %w", Namespace(cfg.name), err)
+	}, pulumi.Parent(parent))
+	if err != nil {
+		return nil, fmt.Errorf("creating LimitRange in %q: %w", Namespace(cfg.name), err)
 	}
-	return nil
+	return []pulumi.Resource{quota, limits}, nil
 }
 
 // DeviceQuotaKey is the ResourceQuota key that caps the devices of one DeviceClass (gpu-facts 5.3).

@@ -145,7 +145,7 @@ func newTenant(ctx *pulumi.Context, cfg *Config, cl *cluster.Cluster, catalog *t
 		Platform:         platform,
 		Await:            cfg.VClusterAwait(),
 		// The quota and limit range must be in place before the vCluster's pods are admitted.
-	}, append(opts, pulumi.DependsOn([]pulumi.Resource{tenant}))...)
+	}, append(opts, pulumi.DependsOn(tenant.Admission))...)
 	if err != nil {
 		return nil, fmt.Errorf("creating the vCluster of tenant %q: %w", t.Name, err)
 	}
