@@ -159,18 +159,13 @@ func tenantRows(ctx context.Context, cs kubernetes.Interface, tenants []pipeline
 	return rows, nil
 }
 
-// claimAndRun creates a claim for class and a pod using it (once), and waits for the scheduler's allocation.
+// claimAndRun starts a claim and a pod for class (an earlier demo's are reused) and waits for the allocation.
 func claimAndRun(ctx context.Context, cs kubernetes.Interface, ns, name, class string) (probe.Allocation, error) {
 	if err := probe.WaitServiceAccount(ctx, cs, ns, time.Minute); err != nil {
 		return probe.Allocation{}, err
 	}
-	_, err := cs.ResourceV1().ResourceClaims(ns).Create(ctx, probe.Claim(ns, name, probe.Request{Classes: []string{class}}), metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return probe.Allocation{}, fmt.Errorf("claim %s/%s: %w", ns, name, err)
-	}
-	_, err = cs.CoreV1().Pods(ns).Create(ctx, probe.Pod(ns, name, name, ""), metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return probe.Allocation{}, fmt.Errorf("pod %s/%s: %w", ns, name, err)
+	if err := probe.Run(ctx, cs, ns, name, class); err != nil && !apierrors.IsAlreadyExists(err) {
+		return probe.Allocation{}, err
 	}
 	return probe.WaitAllocated(ctx, cs, ns, name, time.Minute)
 }

@@ -24,7 +24,10 @@ import (
 	resourcev1beta2 "k8s.io/api/resource/v1beta2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -87,36 +90,24 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // snapshot names the cluster-wide objects a stack could leave behind.
 func snapshot(t *testing.T, ctx context.Context) []string {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	meta, err := metadata.NewForConfig(cfg)
+	require.NoError(t, err)
 	var names []string
-	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, n := range nss.Items {
-		names = append(names, "namespace/"+n.Name)
-	}
-	dcs, err := client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, d := range dcs.Items {
-		names = append(names, "deviceclass/"+d.Name)
-	}
-	vaps, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, v := range vaps.Items {
-		names = append(names, "vap/"+v.Name)
-	}
-	vapbs, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, v := range vapbs.Items {
-		names = append(names, "vapbinding/"+v.Name)
-	}
-	crs, err := client.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, c := range crs.Items {
-		names = append(names, "clusterrole/"+c.Name)
-	}
-	crbs, err := client.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, c := range crbs.Items {
-		names = append(names, "clusterrolebinding/"+c.Name)
+	for _, gvr := range []schema.GroupVersionResource{
+		{Version: "v1", Resource: "namespaces"},
+		{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	} {
+		list, err := meta.Resource(gvr).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, item := range list.Items {
+			names = append(names, gvr.Resource+"/"+item.Name)
+		}
 	}
 	sort.Strings(names)
 	return names
@@ -303,10 +294,7 @@ func checkQuotaAndAllocation(t *testing.T, ctx context.Context) {
 	require.NoError(t, probe.WaitServiceAccount(ctx, client, ns, time.Minute))
 	var allocated []probe.Allocation
 	for _, name := range []string{"whole-a", "whole-b", "whole-c"} {
-		_, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, probe.Claim(ns, name, probe.Request{Classes: []string{whole}}), metav1.CreateOptions{})
-		require.NoError(t, err, "claim %s is within quota", name)
-		_, err = client.CoreV1().Pods(ns).Create(ctx, probe.Pod(ns, name, name, ""), metav1.CreateOptions{})
-		require.NoError(t, err)
+		require.NoError(t, probe.Run(ctx, client, ns, name, whole), "claim %s is within quota", name)
 		if name == "whole-c" {
 			break
 		}

@@ -91,6 +91,18 @@ func Pod(namespace, name, claimName, templateName string) *corev1.Pod {
 	}
 }
 
+// Run creates a claim for one device of class and a pod using it, both named name.
+func Run(ctx context.Context, cs kubernetes.Interface, namespace, name, class string) error {
+	claim := Claim(namespace, name, Request{Classes: []string{class}})
+	if _, err := cs.ResourceV1().ResourceClaims(namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("claim %s/%s: %w", namespace, name, err)
+	}
+	if _, err := cs.CoreV1().Pods(namespace).Create(ctx, Pod(namespace, name, name, ""), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("pod %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
 // Allocation is where a pod landed and which device its claim got.
 type Allocation struct {
 	Node   string
