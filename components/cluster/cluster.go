@@ -3,6 +3,8 @@
 package cluster
 
 import (
+	"slices"
+
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
@@ -16,13 +18,6 @@ const (
 	Existing Flavour = "existing"
 )
 
-// Taint is a node taint in Kubernetes casing (NoSchedule), as pods must tolerate it.
-type Taint struct {
-	Key    string
-	Value  string
-	Effect string
-}
-
 // GPUPool describes what one GPU node pool offers, so GPU classes can be checked against it and workloads placed on it.
 type GPUPool struct {
 	Name string
@@ -32,6 +27,8 @@ type GPUPool struct {
 	GPUsPerNode int
 	// MIGProfile is the MIG profile the GPUs are partitioned into, or "" for whole GPUs.
 	MIGProfile string
+	// MaxNodes is how many nodes the pool may scale to.
+	MaxNodes int
 	// Labels are the node labels the pool's nodes carry.
 	Labels map[string]string
 	// Taint keeps workloads without a matching toleration off the pool.
@@ -46,6 +43,8 @@ type Cluster struct {
 	// Kubeconfig is always a secret.
 	Kubeconfig pulumi.StringOutput
 	GPUPools   []GPUPool
+	// DriverRoot is where the NVIDIA driver lives on the GPU nodes, as the DRA driver's nvidiaDriverRoot wants it.
+	DriverRoot string
 	// Anchor is the cloud resource whose deletion removes every in-cluster object with it; nil for an existing cluster.
 	Anchor pulumi.Resource
 }
@@ -71,4 +70,18 @@ func (c *Cluster) ResourceOptions() []pulumi.ResourceOption {
 		}))
 	}
 	return opts
+}
+
+// GPUTaints are the distinct taints of the GPU pools, in pool order: what GPU workloads must tolerate.
+func (c *Cluster) GPUTaints() []Taint { return DistinctTaints(c.GPUPools) }
+
+// DistinctTaints lists the pools' taints once each, in pool order.
+func DistinctTaints(pools []GPUPool) []Taint {
+	var out []Taint
+	for _, p := range pools {
+		if p.Taint.Key != "" && !slices.Contains(out, p.Taint) {
+			out = append(out, p.Taint)
+		}
+	}
+	return out
 }

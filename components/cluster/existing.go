@@ -4,14 +4,16 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // NewProvider builds the explicit kubernetes provider a flavour hands on. The kubeconfig is forced secret.
 // clusterIdentifier, when set, makes the provider replaced only when the cluster itself changes, so a rotated token
 // or certificate in the kubeconfig updates the provider instead of replacing every in-cluster object
-// (pulumi-anchors.md 2.4).
+// (pulumi-kubernetes provider argument clusterIdentifier, https://www.pulumi.com/registry/packages/kubernetes/api-docs/provider/).
 func NewProvider(ctx *pulumi.Context, name string, kubeconfig pulumi.StringInput, clusterIdentifier pulumi.StringPtrInput,
 	opts ...pulumi.ResourceOption) (*kubernetes.Provider, error) {
 	return kubernetes.NewProvider(ctx, name, &kubernetes.ProviderArgs{
@@ -22,12 +24,64 @@ func NewProvider(ctx *pulumi.Context, name string, kubeconfig pulumi.StringInput
 	}, opts...)
 }
 
-// ExistingArgs describe a cluster created outside this program.
+// ExistingArgs describe a cluster created outside this program. The stack's `existing` block decodes into it; the
+// kubeconfig itself and the pools are filled in by the caller.
 type ExistingArgs struct {
+	// KubeconfigPath names a kubeconfig file (the caller reads it into Kubeconfig).
+	KubeconfigPath string `json:"kubeconfigPath"`
+	// DriverRoot is where the NVIDIA driver lives on the nodes; empty means the host root, "/".
+	DriverRoot string `json:"driverRoot"`
 	// Kubeconfig reaches the cluster; it is stored as a secret whether or not it arrives as one.
-	Kubeconfig pulumi.StringInput
-	// GPUPools are the GPU node pools the cluster already has, labelled and tainted as described.
-	GPUPools []GPUPool
+	Kubeconfig pulumi.StringInput `json:"-"`
+	// GPUPools are the GPU node pools the cluster already has, labelled and tainted as ExistingPoolContract says.
+	GPUPools []ExistingPoolSpec `json:"-"`
+}
+
+// HostDriverRoot is where a driver installed on the host itself lives (dra-driver-nvidia-gpu v0.4.0 values.yaml
+// nvidiaDriverRoot default).
+const HostDriverRoot = "/"
+
+// ExistingPoolSpec describes one GPU pool of an existing cluster, as a stack's `gpuPools[]` entry spells it.
+type ExistingPoolSpec struct {
+	PoolSpec
+	// Model is a GPUModel key such as a100-40gb.
+	Model string `json:"model"`
+	// GPUsPerNode defaults to 1.
+	GPUsPerNode int `json:"gpusPerNode"`
+}
+
+// ExistingPoolContract describes what an existing pool offers; false when its model is unknown.
+func ExistingPoolContract(p ExistingPoolSpec) (GPUPool, bool) {
+	m, ok := ModelByKey(p.Model)
+	if !ok {
+		return GPUPool{}, false
+	}
+	return GPUPool{
+		Name: p.Name, Model: m, GPUsPerNode: max(1, p.GPUsPerNode), MIGProfile: p.Partition, MaxNodes: p.Max(),
+		Labels: GPUNodeLabels(p.Name), Taint: GPUTaint,
+	}, true
+}
+
+// Validate checks the pools (at poolsPath); the kubeconfig is the caller's to check, since it may come from a
+// secret rather than KubeconfigPath.
+func (a *ExistingArgs) Validate(poolsPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	names := make([]string, len(a.GPUPools))
+	for i, pool := range a.GPUPools {
+		pp := poolsPath.Index(i)
+		names[i] = pool.Name
+		errs = append(errs, pool.PoolSpec.Validate(pp)...)
+		model, ok := ModelByKey(pool.Model)
+		if !ok {
+			errs = append(errs, fieldcheck.OneOf(pp.Child("model"), pool.Model, ModelKeys()))
+			continue
+		}
+		if pool.GPUsPerNode < 0 {
+			errs = append(errs, field.Invalid(pp.Child("gpusPerNode"), pool.GPUsPerNode, "must be 1 or more (default 1)"))
+		}
+		errs = append(errs, ValidatePartition(pp.Child("partition"), pool.Partition, model)...)
+	}
+	return append(errs, fieldcheck.UniqueNames(poolsPath, names)...)
 }
 
 // ExistingCluster is a cluster this program does not manage: only the kubernetes provider that reaches it. (The
@@ -38,7 +92,8 @@ type ExistingCluster struct {
 	Provider   *kubernetes.Provider
 	Kubeconfig pulumi.StringOutput
 
-	gpuPools []GPUPool
+	gpuPools   []GPUPool
+	driverRoot string
 }
 
 // NewExisting wraps an existing cluster in the cluster contract.
@@ -49,7 +104,17 @@ func NewExisting(ctx *pulumi.Context, name string, args *ExistingArgs, opts ...p
 	if args.Kubeconfig == nil {
 		return nil, errors.New("existing cluster: a kubeconfig is required")
 	}
-	comp := &ExistingCluster{gpuPools: append([]GPUPool(nil), args.GPUPools...)}
+	if errs := args.Validate(field.NewPath("gpuPools")); len(errs) > 0 {
+		return nil, fmt.Errorf("existing cluster %q: %w", name, errs.ToAggregate())
+	}
+	comp := &ExistingCluster{driverRoot: args.DriverRoot}
+	if comp.driverRoot == "" {
+		comp.driverRoot = HostDriverRoot
+	}
+	for _, p := range args.GPUPools {
+		contract, _ := ExistingPoolContract(p)
+		comp.gpuPools = append(comp.gpuPools, contract)
+	}
 	if err := ctx.RegisterComponentResource("gpu-tenancy:cluster:Existing", name, comp, opts...); err != nil {
 		return nil, fmt.Errorf("registering existing cluster %q: %w", name, err)
 	}
@@ -72,5 +137,6 @@ func (e *ExistingCluster) Contract() *Cluster {
 		Provider:   e.Provider,
 		Kubeconfig: e.Kubeconfig,
 		GPUPools:   append([]GPUPool(nil), e.gpuPools...),
+		DriverRoot: e.driverRoot,
 	}
 }

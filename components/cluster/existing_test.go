@@ -43,17 +43,21 @@ func TestExistingProvider(t *testing.T) {
 }
 
 func TestExistingContract(t *testing.T) {
+	specs := []ExistingPoolSpec{
+		{PoolSpec: PoolSpec{Name: "a100"}, Model: "a100-40gb"},
+		{PoolSpec: PoolSpec{Name: "a100-mig", Partition: "1g.5gb", NodeBounds: NodeBounds{MaxNodes: ptr(3)}}, Model: "a100-40gb", GPUsPerNode: 2},
+	}
 	pools := []GPUPool{{
-		Name: "a100", Model: A100x40GB, GPUsPerNode: 1, Labels: GPUNodeLabels("a100"), Taint: GPUTaint,
+		Name: "a100", Model: A100x40GB, GPUsPerNode: 1, MaxNodes: 1, Labels: GPUNodeLabels("a100"), Taint: GPUTaint,
 	}, {
-		Name: "a100-mig", Model: A100x40GB, GPUsPerNode: 1, MIGProfile: "1g.5gb", Labels: GPUNodeLabels("a100-mig"),
+		Name: "a100-mig", Model: A100x40GB, GPUsPerNode: 2, MIGProfile: "1g.5gb", MaxNodes: 3, Labels: GPUNodeLabels("a100-mig"),
 		Taint: GPUTaint,
 	}}
 	var got *Cluster
 	var kubeconfig internals.UnsafeAwaitOutputResult
 	rec := &mocktest.Recorder{}
 	err := mocktest.Run("test", func(ctx *pulumi.Context) error {
-		e, err := NewExisting(ctx, "local", &ExistingArgs{Kubeconfig: pulumi.String(testKubeconfig), GPUPools: pools})
+		e, err := NewExisting(ctx, "local", &ExistingArgs{Kubeconfig: pulumi.String(testKubeconfig), GPUPools: specs, DriverRoot: "/opt/nvidia"})
 		if err != nil {
 			return err
 		}
@@ -66,6 +70,7 @@ func TestExistingContract(t *testing.T) {
 	assert.Equal(t, Existing, got.Flavour)
 	assert.Nil(t, got.Anchor)
 	assert.Equal(t, pools, got.GPUPools)
+	assert.Equal(t, "/opt/nvidia", got.DriverRoot)
 	assert.True(t, kubeconfig.Secret)
 	assert.Len(t, rec.ByType("gpu-tenancy:cluster:Existing"), 1)
 }
@@ -77,6 +82,8 @@ func TestExistingRejectsMissingKubeconfig(t *testing.T) {
 	}{
 		{"nil args", nil},
 		{"no kubeconfig", &ExistingArgs{}},
+		{"unknown pool model", &ExistingArgs{Kubeconfig: pulumi.String(testKubeconfig),
+			GPUPools: []ExistingPoolSpec{{PoolSpec: PoolSpec{Name: "v100"}, Model: "v100"}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,4 +94,16 @@ func TestExistingRejectsMissingKubeconfig(t *testing.T) {
 			assert.ErrorContains(t, err, "existing cluster")
 		})
 	}
+}
+
+func TestExistingDriverRootDefaultsToTheHostRoot(t *testing.T) {
+	var got *Cluster
+	require.NoError(t, mocktest.Run("test", func(ctx *pulumi.Context) error {
+		e, err := NewExisting(ctx, "local", &ExistingArgs{Kubeconfig: pulumi.String(testKubeconfig)})
+		if err == nil {
+			got = e.Contract()
+		}
+		return err
+	}, &mocktest.Recorder{}))
+	assert.Equal(t, HostDriverRoot, got.DriverRoot)
 }

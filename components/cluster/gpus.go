@@ -3,6 +3,8 @@ package cluster
 import (
 	"regexp"
 	"strings"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 )
 
 // GPUModel is one GPU model as the NVIDIA DRA driver publishes it.
@@ -15,9 +17,11 @@ type GPUModel struct {
 	MIGProfiles []string
 }
 
-// Product names: A100 40/80GB from the driver's published attributes on GKE (gpu-facts 1.6: ai-on-gke gpu-fungibility,
-// k8s-dra-driver-gpu docs/install.md). H100/L4/L40S strings follow nvidia-smi naming and are UNCONFIRMED on DRA.
-// MIG profiles: GoogleCloudPlatform/container-engine-accelerators partition_gpu/partition_gpu.go (gpu-facts 2.5).
+// Product names: A100 40/80GB as the DRA driver publishes them on GKE (ai-on-gke/website
+// site/content/docs/tutorials/dynamic-resource-allocation/gpu-fungibility/index.md; NVIDIA/k8s-dra-driver-gpu
+// docs/install.md sample output). H100/L4/L40S strings follow nvidia-smi naming and are UNCONFIRMED on DRA.
+// MIG profiles: GoogleCloudPlatform/container-engine-accelerators partition_gpu/partition_gpu.go and
+// https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html.
 var (
 	A100x40GB = GPUModel{Key: "a100-40gb", ProductName: "NVIDIA A100-SXM4-40GB",
 		MIGProfiles: []string{"1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"}}
@@ -33,6 +37,15 @@ var (
 
 // GPUModels lists every model the project knows, for lookups by key.
 var GPUModels = []GPUModel{A100x40GB, A100x80GB, H100SXM, H100PCIe, L4, L40S}
+
+// ModelKeys lists the known models' keys, for messages.
+func ModelKeys() []string {
+	keys := make([]string, len(GPUModels))
+	for i, m := range GPUModels {
+		keys[i] = m.Key
+	}
+	return keys
+}
 
 // ModelByKey finds a model by its Key.
 func ModelByKey(key string) (GPUModel, bool) {
@@ -70,13 +83,14 @@ func ProductPattern(product string) string {
 // Node labels and taint shared by every flavour's GPU pools.
 const (
 	// PoolLabel names the GPU pool a node belongs to.
-	PoolLabel = "gpu-tenancy.io/pool"
+	PoolLabel = naming.PoolLabel
 	// GPUPresentLabel is one of the labels the DRA driver's kubelet plugin affinity accepts; GKE has no NFD to set
 	// it (dra-driver-nvidia-gpu 0.4.0 values.yaml kubeletPlugin.affinity).
 	GPUPresentLabel = "nvidia.com/gpu.present"
 )
 
-// GPUTaint keeps non-GPU workloads off GPU nodes; GKE sets the same taint on GPU nodes itself (gpu-facts 2.2).
+// GPUTaint keeps non-GPU workloads off GPU nodes; GKE sets the same taint on GPU nodes itself
+// (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus).
 var GPUTaint = Taint{Key: "nvidia.com/gpu", Value: "present", Effect: "NoSchedule"}
 
 // GPUNodeLabels are the labels every flavour puts on a GPU pool's nodes.

@@ -9,52 +9,58 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// Chart defaults: the chart moved to kubernetes-sigs and restarted at SemVer 0.x (gpu-facts 1.1, gotcha 1).
+// Chart defaults: the chart moved to kubernetes-sigs and restarted at SemVer 0.x
+// (kubernetes-sigs/dra-driver-nvidia-gpu README.md, docs/install.md; chart v0.4.0 Chart.yaml).
 const (
 	ChartName        = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"
 	ChartVersion     = "0.4.0"
 	ReleaseName      = "dra-driver-nvidia-gpu"
 	DefaultNamespace = "dra-driver-nvidia-gpu"
-	// ResourceAPIVersion is the DRA API the driver publishes with; GKE 1.34+ serves it for GPUs (gpu-facts 2.1).
+	// ResourceAPIVersion is the DRA API the driver publishes with; GKE serves it for GPUs from 1.34
+	// (https://cloud.google.com/kubernetes-engine/docs/how-to/set-up-dra).
 	ResourceAPIVersion = "resource.k8s.io/v1"
 )
 
 // DefaultChart is the driver chart installed when DriverArgs.Chart is left empty.
 var DefaultChart = helmchart.Chart{Name: ChartName, Version: ChartVersion}
 
-// Where each flavour's NVIDIA driver lives on the node (gpu-facts 1.2; dra-driver-nvidia-gpu 0.4.0 values.yaml).
-const (
-	// GKEDriverRoot is where the COS driver installer puts the driver.
-	GKEDriverRoot = "/home/kubernetes/bin/nvidia"
-	// ScalewayDriverRoot is where the GPU Operator's driver container exposes the driver.
-	ScalewayDriverRoot = "/run/nvidia/driver"
-	// HostDriverRoot is the chart default: a driver installed on the host itself.
-	HostDriverRoot = "/"
-)
-
-// DriverArgs configure the driver.
+// DriverArgs configure the driver. A stack's `draDriver` block decodes into the tagged fields; the rest comes from
+// the cluster contract.
 type DriverArgs struct {
-	// Flavour selects the per-cloud driver root and prerequisites.
-	Flavour cluster.Flavour
 	// Chart defaults to DefaultChart.
-	Chart helmchart.Chart
-	// Namespace defaults to DefaultNamespace. The chart refuses "default".
-	Namespace string
-	// GPUPools' taints become kubelet-plugin tolerations.
-	GPUPools []cluster.GPUPool
+	Chart helmchart.Chart `json:"chart"`
 	// ComputeDomains turns on the multi-node NVLink ComputeDomain controller; plain GPU allocation does not need it.
-	ComputeDomains bool
-	// MaxGPUNodes sizes the GKE critical-pod quota; at least one node per GPU pool is assumed.
-	MaxGPUNodes int
-	// DriverRoot overrides the flavour's driver root, for existing clusters whose driver is not on the host root.
-	DriverRoot string
+	ComputeDomains bool `json:"computeDomains"`
+	// Namespace defaults to DefaultNamespace. The chart refuses "default".
+	Namespace string `json:"-"`
+	// Flavour selects the per-cloud prerequisites.
+	Flavour cluster.Flavour `json:"-"`
+	// GPUPools' taints become kubelet-plugin tolerations; their node counts size the GKE critical-pod quota.
+	GPUPools []cluster.GPUPool `json:"-"`
+	// DriverRoot is where the NVIDIA driver lives on the nodes (the cluster contract's DriverRoot); empty means "/".
+	DriverRoot string `json:"-"`
+}
+
+// Validate checks what a stack config sets: the chart and the namespace.
+func (a *DriverArgs) Validate(path *field.Path) field.ErrorList {
+	errs := a.Chart.Validate(path.Child("chart"))
+	if a.Namespace != "" {
+		errs = append(errs, fieldcheck.DNSLabel(path.Child("namespace"), a.Namespace, validation.DNS1123LabelMaxLength)...)
+		if a.Namespace == "default" {
+			// dra-driver-nvidia-gpu v0.4.0 templates/validation.yaml (allowDefaultNamespace: false)
+			errs = append(errs, field.Invalid(path.Child("namespace"), a.Namespace, "is refused by the driver chart"))
+		}
+	}
+	return errs
 }
 
 // Driver is the installed NVIDIA DRA driver.
@@ -78,9 +84,8 @@ type resolved struct {
 	gkeQuotaPods   int
 }
 
-var taintEffects = map[string]bool{"NoSchedule": true, "PreferNoSchedule": true, "NoExecute": true}
-
 func (a *DriverArgs) resolve() (*resolved, error) {
+	errs := a.Validate(field.NewPath("draDriver"))
 	cfg := &resolved{
 		flavour: a.Flavour, chart: a.Chart, namespace: a.Namespace, pools: a.GPUPools,
 		computeDomains: a.ComputeDomains, driverRoot: a.DriverRoot,
@@ -91,41 +96,29 @@ func (a *DriverArgs) resolve() (*resolved, error) {
 	if cfg.namespace == "" {
 		cfg.namespace = DefaultNamespace
 	}
-	var errs []error
-	for _, msg := range validation.IsDNS1123Label(cfg.namespace) {
-		errs = append(errs, fmt.Errorf("namespace %q: %s", cfg.namespace, msg))
-	}
-	if cfg.namespace == "default" {
-		// dra-driver-nvidia-gpu 0.4.0 templates/validation.yaml (allowDefaultNamespace: false)
-		errs = append(errs, errors.New(`namespace "default" is refused by the driver chart`))
-	}
-	flavourRoots := map[cluster.Flavour]string{
-		cluster.GKE: GKEDriverRoot, cluster.Scaleway: ScalewayDriverRoot, cluster.Existing: HostDriverRoot,
-	}
-	root, ok := flavourRoots[a.Flavour]
-	if !ok {
-		errs = append(errs, fmt.Errorf("flavour %q is not one of %q, %q, %q", a.Flavour, cluster.GKE, cluster.Scaleway, cluster.Existing))
-	}
 	if cfg.driverRoot == "" {
-		cfg.driverRoot = root
+		cfg.driverRoot = cluster.HostDriverRoot
 	}
-	for _, p := range a.GPUPools {
-		if p.Taint.Key != "" && !taintEffects[p.Taint.Effect] {
-			errs = append(errs, fmt.Errorf("GPU pool %q: taint effect %q is not NoSchedule, PreferNoSchedule or NoExecute", p.Name, p.Taint.Effect))
+	flavours := []string{string(cluster.GKE), string(cluster.Scaleway), string(cluster.Existing)}
+	if e := fieldcheck.OneOf(field.NewPath("flavour"), string(a.Flavour), flavours); e != nil {
+		errs = append(errs, e)
+	}
+	nodes := 0
+	for i, p := range a.GPUPools {
+		if p.Taint.Key != "" {
+			errs = append(errs, p.Taint.Validate(field.NewPath("gpuPools").Index(i).Child("taint"))...)
 		}
-	}
-	if a.MaxGPUNodes < 0 {
-		errs = append(errs, fmt.Errorf("MaxGPUNodes is %d, must not be negative", a.MaxGPUNodes))
+		nodes += max(1, p.MaxNodes)
 	}
 	if a.Flavour == cluster.GKE {
-		nodes := max(a.MaxGPUNodes, len(a.GPUPools))
 		if nodes == 0 {
-			errs = append(errs, errors.New("GKE needs MaxGPUNodes or GPU pools to size the critical-pod quota"))
+			errs = append(errs, field.Required(field.NewPath("gpuPools"), "GKE needs GPU pools to size the critical-pod quota"))
 		}
-		// Room for one kubelet plugin per GPU node twice over (rolling updates) plus the controller (gpu-facts 1.5).
+		// Room for one kubelet plugin per GPU node twice over (rolling updates) plus the controller
+		// (https://docs.cloud.google.com/ai-hypercomputer/docs/create/gke-ai-hypercompute-custom-a4x).
 		cfg.gkeQuotaPods = 2*nodes + 1
 	}
-	return cfg, errors.Join(errs...)
+	return cfg, errs.ToAggregate()
 }
 
 // NewDriver installs the NVIDIA DRA driver and, before it, the flavour's prerequisites.

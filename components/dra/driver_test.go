@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -34,9 +35,9 @@ func dependsOn(t *testing.T, rec *mocktest.Recorder, typ, name string) []string 
 }
 
 var (
-	a100Pool = cluster.GPUPool{Name: "a100", Model: cluster.A100x40GB, GPUsPerNode: 1, Taint: cluster.GPUTaint,
+	a100Pool = cluster.GPUPool{Name: "a100", Model: cluster.A100x40GB, GPUsPerNode: 1, MaxNodes: 1, Taint: cluster.GPUTaint,
 		Labels: cluster.GPUNodeLabels("a100")}
-	dedicatedPool = cluster.GPUPool{Name: "l4", Model: cluster.L4, GPUsPerNode: 1,
+	dedicatedPool = cluster.GPUPool{Name: "l4", Model: cluster.L4, GPUsPerNode: 1, MaxNodes: 1,
 		Taint: cluster.Taint{Key: "gpu-tenancy.io/dedicated", Value: "l4", Effect: "NoExecute"}}
 )
 
@@ -70,16 +71,14 @@ func at(t *testing.T, m map[string]any, keys ...string) any {
 	return cur
 }
 
-func TestDriverRootPerFlavour(t *testing.T) {
+func TestDriverRootFollowsTheCluster(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args DriverArgs
 		want string
 	}{
-		{"gke uses the COS installer directory", DriverArgs{Flavour: cluster.GKE, MaxGPUNodes: 2}, "/home/kubernetes/bin/nvidia"},
-		{"scaleway uses the GPU Operator driver container", DriverArgs{Flavour: cluster.Scaleway}, "/run/nvidia/driver"},
-		{"existing uses the host root", DriverArgs{Flavour: cluster.Existing}, "/"},
-		{"existing takes a configured root", DriverArgs{Flavour: cluster.Existing, DriverRoot: "/opt/nvidia"}, "/opt/nvidia"},
+		{"the contract's root", DriverArgs{Flavour: cluster.GKE, GPUPools: []cluster.GPUPool{a100Pool}, DriverRoot: "/home/kubernetes/bin/nvidia"}, "/home/kubernetes/bin/nvidia"},
+		{"the host root when the contract names none", DriverArgs{Flavour: cluster.Existing}, "/"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals := releaseValues(t, run(t, &tc.args))
@@ -91,7 +90,7 @@ func TestDriverRootPerFlavour(t *testing.T) {
 func TestDriverValuesEnableGPUAllocation(t *testing.T) {
 	for _, f := range []cluster.Flavour{cluster.GKE, cluster.Scaleway, cluster.Existing} {
 		t.Run(string(f), func(t *testing.T) {
-			vals := releaseValues(t, run(t, &DriverArgs{Flavour: f, MaxGPUNodes: 1}))
+			vals := releaseValues(t, run(t, &DriverArgs{Flavour: f, GPUPools: []cluster.GPUPool{a100Pool}}))
 			assert.Equal(t, true, at(t, vals, "gpuResourcesEnabledOverride"))
 			assert.Equal(t, true, at(t, vals, "resources", "gpus", "enabled"))
 			assert.Equal(t, false, at(t, vals, "resources", "computeDomains", "enabled"))
@@ -148,7 +147,7 @@ func TestDriverReleaseUsesDefaultChartAndNamespace(t *testing.T) {
 }
 
 func TestDriverChildrenAreParented(t *testing.T) {
-	rec := run(t, &DriverArgs{Flavour: cluster.GKE, MaxGPUNodes: 1})
+	rec := run(t, &DriverArgs{Flavour: cluster.GKE, GPUPools: []cluster.GPUPool{a100Pool}})
 	for _, reg := range rec.All() {
 		if reg.Type == "gpu-tenancy:dra:Driver" {
 			continue
@@ -158,7 +157,9 @@ func TestDriverChildrenAreParented(t *testing.T) {
 }
 
 func TestGKEPrerequisitesPrecedeRelease(t *testing.T) {
-	rec := run(t, &DriverArgs{Flavour: cluster.GKE, MaxGPUNodes: 3, GPUPools: []cluster.GPUPool{a100Pool}})
+	threeNodes := a100Pool
+	threeNodes.MaxNodes = 3
+	rec := run(t, &DriverArgs{Flavour: cluster.GKE, GPUPools: []cluster.GPUPool{threeNodes}})
 
 	installer, err := rec.Get(configType, "dra-nvidia-driver-installer")
 	require.NoError(t, err)
@@ -212,11 +213,11 @@ func TestNewDriverRejectsInvalidArgs(t *testing.T) {
 		want string
 	}{
 		{"nil args", nil, "args are required"},
-		{"unknown flavour", &DriverArgs{Flavour: "aks"}, `flavour "aks"`},
-		{"namespace not a DNS label", &DriverArgs{Flavour: cluster.Existing, Namespace: "DRA"}, `namespace "DRA"`},
-		{"default namespace", &DriverArgs{Flavour: cluster.Existing, Namespace: "default"}, `namespace "default"`},
-		{"gke without nodes", &DriverArgs{Flavour: cluster.GKE}, "critical-pod quota"},
-		{"negative node count", &DriverArgs{Flavour: cluster.Existing, MaxGPUNodes: -1}, "must not be negative"},
+		{"unknown flavour", &DriverArgs{Flavour: "aks"}, `flavour: Unsupported value: "aks"`},
+		{"namespace not a DNS label", &DriverArgs{Flavour: cluster.Existing, Namespace: "DRA"}, `draDriver.namespace: Invalid value: "DRA"`},
+		{"default namespace", &DriverArgs{Flavour: cluster.Existing, Namespace: "default"}, "refused by the driver chart"},
+		{"gke without pools", &DriverArgs{Flavour: cluster.GKE}, "critical-pod quota"},
+		{"chart given twice", &DriverArgs{Flavour: cluster.Existing, Chart: helmchart.Chart{Path: "./c", Name: "c"}}, "not both"},
 		{"gke-cased taint effect", &DriverArgs{Flavour: cluster.Existing, GPUPools: []cluster.GPUPool{{Name: "a100",
 			Taint: cluster.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: "NO_SCHEDULE"}}}}, `"NO_SCHEDULE"`},
 	} {

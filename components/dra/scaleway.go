@@ -18,8 +18,8 @@ type clusterPolicySpec struct {
 }
 
 // disableGPUOperatorDevicePlugin turns off the classic device plugin of the GPU Operator that Kapsule installs on every
-// GPU pool: the DRA kubelet plugin must not share a node with it (gpu-facts 3.5, gotcha 19; NVIDIA's GPU Operator + DRA
-// guide). NEEDS CONFIRMATION on a real Kapsule cluster: whether Scaleway's Easy Deploy keeps this change across pool and
+// GPU pool: the DRA kubelet plugin must not share a node with it
+// (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/dra-intro-install.html). NEEDS CONFIRMATION on a real Kapsule cluster: whether Scaleway's Easy Deploy keeps this change across pool and
 // cluster upgrades, and that its operator names the ClusterPolicy "cluster-policy". Destroying the patch gives up the
 // field without restoring the device plugin.
 func disableGPUOperatorDevicePlugin(ctx *pulumi.Context, name string, d *Driver) (*apiextensions.CustomResourcePatch, error) {

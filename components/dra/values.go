@@ -1,15 +1,18 @@
 package dra
 
 import (
+	"slices"
+
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 )
 
 // values are the dra-driver-nvidia-gpu chart values this project sets; every other key keeps the chart default.
 type values struct {
 	NvidiaDriverRoot string `json:"nvidiaDriverRoot"`
-	// The chart refuses to render GPU allocation without this guard (dra-driver-nvidia-gpu 0.4.0 templates/validation.yaml).
+	// The chart refuses to render GPU allocation without this guard (dra-driver-nvidia-gpu v0.4.0 templates/validation.yaml).
 	GPUResourcesEnabledOverride bool `json:"gpuResourcesEnabledOverride"`
-	// Set explicitly so rendering never depends on live .Capabilities (gpu-facts 1.2, gotcha 21).
+	// Set explicitly so rendering never depends on live .Capabilities: the chart picks it from .Capabilities.APIVersions
+	// otherwise (dra-driver-nvidia-gpu v0.4.0 values.yaml resourceApiVersion, templates/validation.yaml).
 	ResourceAPIVersion string              `json:"resourceApiVersion"`
 	Resources          resourcesValues     `json:"resources"`
 	KubeletPlugin      kubeletPluginValues `json:"kubeletPlugin"`
@@ -37,7 +40,7 @@ type toleration struct {
 }
 
 // chartDefaultToleration is kubeletPlugin.tolerations[0] of the chart; a values list replaces the chart's list, so it
-// is kept explicitly (dra-driver-nvidia-gpu 0.4.0 values.yaml).
+// is kept explicitly (dra-driver-nvidia-gpu v0.4.0 values.yaml).
 var chartDefaultToleration = toleration{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"}
 
 func (t toleration) tolerates(taint cluster.Taint) bool {
@@ -51,20 +54,13 @@ func (t toleration) tolerates(taint cluster.Taint) bool {
 // pool taint it does not already cover.
 func kubeletPluginTolerations(pools []cluster.GPUPool) []toleration {
 	out := []toleration{chartDefaultToleration}
-	for _, p := range pools {
-		if p.Taint.Key == "" {
+	for _, taint := range cluster.DistinctTaints(pools) {
+		if slices.ContainsFunc(out, func(t toleration) bool { return t.tolerates(taint) }) {
 			continue
 		}
-		covered := false
-		for _, t := range out {
-			covered = covered || t.tolerates(p.Taint)
-		}
-		if covered {
-			continue
-		}
-		t := toleration{Key: p.Taint.Key, Operator: "Exists", Effect: p.Taint.Effect}
-		if p.Taint.Value != "" {
-			t.Operator, t.Value = "Equal", p.Taint.Value
+		t := toleration{Key: taint.Key, Operator: "Exists", Effect: taint.Effect}
+		if taint.Value != "" {
+			t.Operator, t.Value = "Equal", taint.Value
 		}
 		out = append(out, t)
 	}
@@ -82,7 +78,7 @@ func driverValues(cfg *resolved) values {
 		},
 		KubeletPlugin: kubeletPluginValues{
 			// Every flavour labels its GPU pools with this; the chart's own affinity accepts it too, and GKE has no NFD
-			// to set the alternatives (gpu-facts 1.2, gotcha 5).
+			// to set the alternatives (dra-driver-nvidia-gpu v0.4.0 values.yaml kubeletPlugin.affinity).
 			NodeSelector: map[string]string{cluster.GPUPresentLabel: "true"},
 			Tolerations:  kubeletPluginTolerations(cfg.pools),
 		},

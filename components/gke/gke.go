@@ -3,9 +3,9 @@
 package gke
 
 import (
-	"errors"
 	"fmt"
-	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pulumi/pulumi-gcp/sdk/v8/go/gcp/container"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
@@ -14,55 +14,61 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 )
 
-// Labels a GKE GPU pool needs so that the NVIDIA DRA driver, not GKE, owns its GPUs (gpu-facts.md 2.2, gotcha 6).
+// ClusterArgs describe the cluster; a stack's `gke` block decodes into it and its `gpuPools` into GPUPools.
+type ClusterArgs struct {
+	Project string `json:"project"`
+	// Zone is where the control plane and every pool live; GPU models exist only in some zones.
+	Zone string `json:"zone"`
+	// KubernetesVersion is a minor version such as "1.35" (GKE picks its newest patch); "" leaves it to GKE.
+	KubernetesVersion string `json:"kubernetesVersion"`
+	// ReleaseChannel is one of ReleaseChannels; "" leaves GKE's default.
+	ReleaseChannel string `json:"releaseChannel"`
+	// DeletionProtection defaults to true, as GKE's own API does.
+	DeletionProtection *bool `json:"deletionProtection"`
+	// AllowUnlistedZone accepts a zone the accelerator table does not list for a pool's accelerator.
+	AllowUnlistedZone bool           `json:"allowUnlistedZone"`
+	SystemPool        SystemPoolArgs `json:"systemPool"`
+	GPUPools          []GPUPoolSpec  `json:"-"`
+}
+
+// SystemPoolArgs size the autoscaled pool that runs everything but GPU workloads; empty fields take
+// e2-standard-4, 1 and 3.
+type SystemPoolArgs struct {
+	MachineType string `json:"machineType"`
+	cluster.NodeBounds
+}
+
+func (s SystemPoolArgs) machineType() string {
+	if s.MachineType == "" {
+		return "e2-standard-4"
+	}
+	return s.MachineType
+}
+
+func (s SystemPoolArgs) bounds() (int, int) { return s.Or(1, 3) }
+
+// Config defaults the README documents for a stack's `gke` block; NewCluster itself leaves an unset version and
+// channel to GKE.
 const (
-	// NoDefaultDevicePluginLabel keeps GKE's own GPU device plugin off the node; the DRA kubelet plugin must not run
-	// next to a device plugin.
-	NoDefaultDevicePluginLabel = "gke-no-default-nvidia-gpu-device-plugin"
-	// DRADriverLabel lets the cluster autoscaler know the pool's GPUs are DRA devices, so a pool at zero nodes scales
-	// up for ResourceClaims (ai-on-gke gpu-fungibility tutorial; not in the GKE-DRA excerpts read: UNCONFIRMED as API).
-	DRADriverLabel = "cloud.google.com/gke-nvidia-gpu-dra-driver"
+	DefaultKubernetesVersion = "1.35"
+	DefaultReleaseChannel    = "REGULAR"
 )
 
-// ClusterArgs describe the cluster. The pipeline has validated them against the stack config.
-type ClusterArgs struct {
-	Project string
-	// Zone is where the control plane and every pool live; GPU models exist only in some zones (gpu-facts.md 2.4).
-	Zone string
-	// Region is the zone's region.
-	Region string
-	// KubernetesVersion is a minor version such as "1.35"; GKE picks the newest patch of it.
-	KubernetesVersion string
-	// ReleaseChannel is UNSPECIFIED, RAPID, REGULAR, STABLE or EXTENDED; "" leaves GKE's default.
-	ReleaseChannel     string
-	DeletionProtection bool
-	SystemPool         SystemPoolArgs
-	GPUPools           []GPUPoolArgs
+// WithDefaults returns the args with the stack config's defaults filled in.
+func (a ClusterArgs) WithDefaults() ClusterArgs {
+	if a.KubernetesVersion == "" {
+		a.KubernetesVersion = DefaultKubernetesVersion
+	}
+	if a.ReleaseChannel == "" {
+		a.ReleaseChannel = DefaultReleaseChannel
+	}
+	if a.DeletionProtection == nil {
+		a.DeletionProtection = ptr(true)
+	}
+	return a
 }
 
-// SystemPoolArgs size the pool that runs everything but GPU workloads.
-type SystemPoolArgs struct {
-	MachineType string
-	MinNodes    int
-	MaxNodes    int
-}
-
-// GPUPoolArgs describe one GPU node pool.
-type GPUPoolArgs struct {
-	// Name names the node pool and its gpu-tenancy.io/pool label.
-	Name        string
-	MachineType string
-	// Accelerator is the GKE accelerator type, such as nvidia-tesla-a100.
-	Accelerator string
-	// GPUCount is the number of GPUs per node.
-	GPUCount int
-	// Partition is the MIG profile the GPUs are split into, or "" for whole GPUs.
-	Partition string
-	// MinNodes may be 0: the pool scales to zero.
-	MinNodes int
-	MaxNodes int
-	Model    cluster.GPUModel
-}
+func ptr[T any](v T) *T { return &v }
 
 // Cluster is a GKE cluster with its pools and the kubernetes provider that reaches it.
 type Cluster struct {
@@ -80,7 +86,8 @@ type Cluster struct {
 	pools []cluster.GPUPool
 }
 
-// taintEffects maps Kubernetes taint effects to the GKE API's spelling (gotcha 8).
+// taintEffects maps Kubernetes taint effects to the GKE API's spelling (pulumi-gcp sdk v8
+// go/gcp/container/pulumiTypes.go NodePoolNodeConfigTaint: NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE).
 var taintEffects = map[string]string{
 	"NoSchedule":       "NO_SCHEDULE",
 	"PreferNoSchedule": "PREFER_NO_SCHEDULE",
@@ -89,8 +96,11 @@ var taintEffects = map[string]string{
 
 // NewCluster creates the cluster, its pools and its kubernetes provider.
 func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	if err := checkArgs(args); err != nil {
-		return nil, fmt.Errorf("GKE cluster %q: %w", name, err)
+	if args == nil {
+		return nil, fmt.Errorf("GKE cluster %q: args are required", name)
+	}
+	if errs := args.Validate(field.NewPath("gke"), field.NewPath("gpuPools")); len(errs) > 0 {
+		return nil, fmt.Errorf("GKE cluster %q: %w", name, errs.ToAggregate())
 	}
 	comp := &Cluster{}
 	if err := ctx.RegisterComponentResource("gpu-tenancy:gke:Cluster", name, comp, opts...); err != nil {
@@ -106,16 +116,17 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	comp.Endpoint = controlPlane.Endpoint
 
 	// Autonamed, so a replacement is created before the old pool goes and system workloads always have nodes.
+	sysMin, sysMax := args.SystemPool.bounds()
 	comp.SystemPool, err = container.NewNodePool(ctx, name+"-system", &container.NodePoolArgs{
 		Cluster:          controlPlane.Name,
 		Location:         pulumi.String(args.Zone),
 		Project:          pulumi.String(args.Project),
 		NodeLocations:    pulumi.StringArray{pulumi.String(args.Zone)},
-		InitialNodeCount: pulumi.Int(args.SystemPool.MinNodes),
-		Autoscaling:      autoscaling(args.SystemPool.MinNodes, args.SystemPool.MaxNodes),
+		InitialNodeCount: pulumi.Int(sysMin),
+		Autoscaling:      autoscaling(sysMin, sysMax),
 		Management:       management(),
 		NodeConfig: &container.NodePoolNodeConfigArgs{
-			MachineType:            pulumi.String(args.SystemPool.MachineType),
+			MachineType:            pulumi.String(args.SystemPool.machineType()),
 			WorkloadMetadataConfig: gkeMetadata(),
 		},
 	}, pulumi.Parent(comp), ignoreNodeCounts())
@@ -125,7 +136,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 	pools := []pulumi.Resource{comp.SystemPool}
 	for _, p := range args.GPUPools {
-		contract := gpuPoolContract(p)
+		contract, _ := PoolContract(p)
 		pool, err := newGPUPool(ctx, name, args, p, contract, controlPlane, comp)
 		if err != nil {
 			return nil, fmt.Errorf("creating GPU pool %q of GKE cluster %q: %w", p.Name, name, err)
@@ -161,21 +172,9 @@ func (c *Cluster) Contract() *cluster.Cluster {
 		Provider:   c.Provider,
 		Kubeconfig: c.Kubeconfig,
 		GPUPools:   append([]cluster.GPUPool(nil), c.pools...),
+		DriverRoot: DriverRoot,
 		Anchor:     c.ControlPlane,
 	}
-}
-
-func checkArgs(args *ClusterArgs) error {
-	if args == nil {
-		return errors.New("args are required")
-	}
-	if args.Project == "" || args.Zone == "" {
-		return errors.New("project and zone are required")
-	}
-	if args.Region != "" && !strings.HasPrefix(args.Zone, args.Region+"-") {
-		return fmt.Errorf("zone %q is not in region %q", args.Zone, args.Region)
-	}
-	return nil
 }
 
 func controlPlaneArgs(args *ClusterArgs) *container.ClusterArgs {
@@ -183,11 +182,11 @@ func controlPlaneArgs(args *ClusterArgs) *container.ClusterArgs {
 		Project: pulumi.String(args.Project),
 		// A zone, not a region: one control plane, and pools default to this zone only.
 		Location:           pulumi.String(args.Zone),
-		DeletionProtection: pulumi.Bool(args.DeletionProtection),
+		DeletionProtection: pulumi.Bool(args.DeletionProtection == nil || *args.DeletionProtection),
 		WorkloadIdentityConfig: &container.ClusterWorkloadIdentityConfigArgs{
 			WorkloadPool: pulumi.String(args.Project + ".svc.id.goog"),
 		},
-		// Pools are separate resources: editing inline pools would replace the cluster (pulumi-anchors.md 5).
+		// Pools are separate resources: editing inline pools would replace the cluster (pulumi/pulumi-google-native#730).
 		RemoveDefaultNodePool: pulumi.Bool(true),
 		InitialNodeCount:      pulumi.Int(1),
 		// GKE enforces NetworkPolicy only with Dataplane V2 (or the Calico add-on); without it the tenants' isolation
@@ -203,21 +202,7 @@ func controlPlaneArgs(args *ClusterArgs) *container.ClusterArgs {
 	return cp
 }
 
-func gpuPoolContract(p GPUPoolArgs) cluster.GPUPool {
-	labels := cluster.GPUNodeLabels(p.Name)
-	labels[NoDefaultDevicePluginLabel] = "true"
-	labels[DRADriverLabel] = "true"
-	return cluster.GPUPool{
-		Name:        p.Name,
-		Model:       p.Model,
-		GPUsPerNode: p.GPUCount,
-		MIGProfile:  p.Partition,
-		Labels:      labels,
-		Taint:       cluster.GPUTaint,
-	}
-}
-
-func newGPUPool(ctx *pulumi.Context, name string, args *ClusterArgs, p GPUPoolArgs, contract cluster.GPUPool,
+func newGPUPool(ctx *pulumi.Context, name string, args *ClusterArgs, p GPUPoolSpec, contract cluster.GPUPool,
 	controlPlane *container.Cluster, parent pulumi.Resource) (*container.NodePool, error) {
 	effect, ok := taintEffects[contract.Taint.Effect]
 	if !ok {
@@ -225,8 +210,8 @@ func newGPUPool(ctx *pulumi.Context, name string, args *ClusterArgs, p GPUPoolAr
 	}
 	accelerator := &container.NodePoolNodeConfigGuestAcceleratorArgs{
 		Type:  pulumi.String(p.Accelerator),
-		Count: pulumi.Int(p.GPUCount),
-		// The DRA driver needs a driver GKE did not install (GKE set-up-dra; gpu-facts.md 2.1, gotcha 6).
+		Count: pulumi.Int(contract.GPUsPerNode),
+		// The DRA driver needs a driver GKE did not install (https://cloud.google.com/kubernetes-engine/docs/how-to/set-up-dra).
 		GpuDriverInstallationConfig: &container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs{
 			GpuDriverVersion: pulumi.String("INSTALLATION_DISABLED"),
 		},
@@ -240,12 +225,12 @@ func newGPUPool(ctx *pulumi.Context, name string, args *ClusterArgs, p GPUPoolAr
 		Location:         pulumi.String(args.Zone),
 		Project:          pulumi.String(args.Project),
 		NodeLocations:    pulumi.StringArray{pulumi.String(args.Zone)},
-		InitialNodeCount: pulumi.Int(p.MinNodes),
-		Autoscaling:      autoscaling(p.MinNodes, p.MaxNodes),
+		InitialNodeCount: pulumi.Int(p.Min()),
+		Autoscaling:      autoscaling(p.Min(), p.Max()),
 		Management:       management(),
 		NodeConfig: &container.NodePoolNodeConfigArgs{
 			MachineType: pulumi.String(p.MachineType),
-			// The DRA driver's nvidiaDriverRoot assumes COS (/home/kubernetes/bin/nvidia; gpu-facts.md 1.2).
+			// DriverRoot is where the COS driver installer puts the driver.
 			ImageType:              pulumi.String("COS_CONTAINERD"),
 			GuestAccelerators:      container.NodePoolNodeConfigGuestAcceleratorArray{accelerator},
 			Labels:                 pulumi.ToStringMap(contract.Labels),

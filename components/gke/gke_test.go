@@ -24,14 +24,14 @@ const (
 
 func testArgs() *ClusterArgs {
 	return &ClusterArgs{
-		Project: "acme-gpu", Zone: "us-central1-a", Region: "us-central1",
-		KubernetesVersion: "1.35", ReleaseChannel: "RAPID", DeletionProtection: true,
-		SystemPool: SystemPoolArgs{MachineType: "e2-standard-4", MinNodes: 1, MaxNodes: 3},
-		GPUPools: []GPUPoolArgs{
-			{Name: "a100", MachineType: "a2-highgpu-1g", Accelerator: "nvidia-tesla-a100", GPUCount: 1,
-				MinNodes: 0, MaxNodes: 2, Model: cluster.A100x40GB},
-			{Name: "a100-mig", MachineType: "a2-highgpu-2g", Accelerator: "nvidia-tesla-a100", GPUCount: 2,
-				Partition: "1g.5gb", MinNodes: 1, MaxNodes: 4, Model: cluster.A100x40GB},
+		Project: "acme-gpu", Zone: "us-central1-a",
+		KubernetesVersion: "1.35", ReleaseChannel: "RAPID", DeletionProtection: ptr(true),
+		SystemPool: SystemPoolArgs{MachineType: "e2-standard-4", NodeBounds: cluster.NodeBounds{MinNodes: ptr(1), MaxNodes: ptr(3)}},
+		GPUPools: []GPUPoolSpec{
+			{PoolSpec: cluster.PoolSpec{Name: "a100", NodeBounds: cluster.NodeBounds{MinNodes: ptr(0), MaxNodes: ptr(2)}},
+				MachineType: "a2-highgpu-1g", Accelerator: "nvidia-tesla-a100", GPUCount: 1},
+			{PoolSpec: cluster.PoolSpec{Name: "a100-mig", Partition: "1g.5gb", NodeBounds: cluster.NodeBounds{MinNodes: ptr(1), MaxNodes: ptr(4)}},
+				MachineType: "a2-highgpu-2g", Accelerator: "nvidia-tesla-a100"},
 		},
 	}
 }
@@ -75,7 +75,7 @@ func at(m resource.PropertyMap, keys ...resource.PropertyKey) resource.PropertyV
 	return v
 }
 
-func accelerator(in resource.PropertyMap) resource.PropertyMap {
+func guestAccelerator(in resource.PropertyMap) resource.PropertyMap {
 	return at(in, "nodeConfig", "guestAccelerators").ArrayValue()[0].ObjectValue()
 }
 
@@ -97,11 +97,12 @@ func TestGPUPools(t *testing.T) {
 				assert.Equal(t, p.MachineType, at(in, "nodeConfig", "machineType").StringValue())
 			}},
 			{"accelerator type and count", func(t *testing.T) {
-				assert.Equal(t, p.Accelerator, accelerator(in)["type"].StringValue())
-				assert.Equal(t, float64(p.GPUCount), accelerator(in)["count"].NumberValue())
+				assert.Equal(t, p.Accelerator, guestAccelerator(in)["type"].StringValue())
+				assert.Equal(t, float64(gpusOf(p.MachineType)), guestAccelerator(in)["count"].NumberValue(),
+					"the count the machine type carries")
 			}},
 			{"partition size only on the MIG pool", func(t *testing.T) {
-				size, ok := accelerator(in)["gpuPartitionSize"]
+				size, ok := guestAccelerator(in)["gpuPartitionSize"]
 				if p.Partition == "" {
 					assert.False(t, ok && !size.IsNull(), "whole-GPU pool has partition size %v", size)
 					return
@@ -109,7 +110,7 @@ func TestGPUPools(t *testing.T) {
 				assert.Equal(t, p.Partition, size.StringValue())
 			}},
 			{"GKE driver installation disabled", func(t *testing.T) {
-				cfg := accelerator(in)["gpuDriverInstallationConfig"].ObjectValue()
+				cfg := guestAccelerator(in)["gpuDriverInstallationConfig"].ObjectValue()
 				assert.Equal(t, "INSTALLATION_DISABLED", cfg["gpuDriverVersion"].StringValue())
 			}},
 			{"labels hand the GPUs to the DRA driver", func(t *testing.T) {
@@ -128,8 +129,8 @@ func TestGPUPools(t *testing.T) {
 				}, taints[0].Mappable())
 			}},
 			{"autoscaling bounds", func(t *testing.T) {
-				assert.Equal(t, float64(p.MinNodes), at(in, "autoscaling", "minNodeCount").NumberValue())
-				assert.Equal(t, float64(p.MaxNodes), at(in, "autoscaling", "maxNodeCount").NumberValue())
+				assert.Equal(t, float64(p.Min()), at(in, "autoscaling", "minNodeCount").NumberValue())
+				assert.Equal(t, float64(p.Max()), at(in, "autoscaling", "maxNodeCount").NumberValue())
 			}},
 			{"nodes only in the cluster's zone", func(t *testing.T) {
 				assert.Equal(t, []any{args.Zone}, in["nodeLocations"].Mappable())
@@ -170,8 +171,8 @@ func TestSystemPool(t *testing.T) {
 			assert.Equal(t, args.SystemPool.MachineType, at(in, "nodeConfig", "machineType").StringValue())
 		}},
 		{"autoscaling bounds", func(t *testing.T) {
-			assert.Equal(t, float64(args.SystemPool.MinNodes), at(in, "autoscaling", "minNodeCount").NumberValue())
-			assert.Equal(t, float64(args.SystemPool.MaxNodes), at(in, "autoscaling", "maxNodeCount").NumberValue())
+			assert.Equal(t, float64(*args.SystemPool.MinNodes), at(in, "autoscaling", "minNodeCount").NumberValue())
+			assert.Equal(t, float64(*args.SystemPool.MaxNodes), at(in, "autoscaling", "maxNodeCount").NumberValue())
 		}},
 		{"no accelerators, labels or taints", func(t *testing.T) {
 			for _, k := range []resource.PropertyKey{"guestAccelerators", "labels", "taints"} {
@@ -224,13 +225,29 @@ func TestControlPlane(t *testing.T) {
 }
 
 func TestDeletionProtectionFollowsArgs(t *testing.T) {
-	for _, protect := range []bool{true, false} {
-		args := testArgs()
-		args.DeletionProtection = protect
-		reg, err := run(t, args, nil).Get(clusterType, "gke")
-		require.NoError(t, err)
-		assert.Equal(t, protect, reg.Inputs["deletionProtection"].BoolValue())
+	for _, tc := range []struct {
+		name string
+		set  *bool
+		want bool
+	}{{"on", ptr(true), true}, {"off", ptr(false), false}, {"unset protects, as GKE does", nil, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := testArgs()
+			args.DeletionProtection = tc.set
+			reg, err := run(t, args, nil).Get(clusterType, "gke")
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, reg.Inputs["deletionProtection"].BoolValue())
+		})
 	}
+}
+
+func TestSystemPoolDefaults(t *testing.T) {
+	args := testArgs()
+	args.SystemPool = SystemPoolArgs{}
+	reg, err := run(t, args, nil).Get(nodePoolType, "gke-system")
+	require.NoError(t, err)
+	assert.Equal(t, "e2-standard-4", at(reg.Inputs, "nodeConfig", "machineType").StringValue())
+	assert.Equal(t, float64(1), at(reg.Inputs, "autoscaling", "minNodeCount").NumberValue())
+	assert.Equal(t, float64(3), at(reg.Inputs, "autoscaling", "maxNodeCount").NumberValue())
 }
 
 func TestReleaseChannelAndVersionLeftToGKEWhenUnset(t *testing.T) {
@@ -313,14 +330,16 @@ func TestContract(t *testing.T) {
 		assert.Same(t, c.Provider, got.Provider)
 	})
 	assert.Equal(t, cluster.GKE, got.Flavour)
+	assert.Equal(t, DriverRoot, got.DriverRoot, "where the COS driver installer puts the driver")
 	assert.True(t, kubeconfig.Secret, "contract kubeconfig must be secret")
 	require.Len(t, got.GPUPools, len(args.GPUPools))
 	for i, p := range args.GPUPools {
 		pool := got.GPUPools[i]
 		assert.Equal(t, p.Name, pool.Name)
-		assert.Equal(t, p.Model, pool.Model)
-		assert.Equal(t, p.GPUCount, pool.GPUsPerNode)
+		assert.Equal(t, cluster.A100x40GB, pool.Model)
+		assert.Equal(t, gpusOf(p.MachineType), pool.GPUsPerNode)
 		assert.Equal(t, p.Partition, pool.MIGProfile)
+		assert.Equal(t, p.Max(), pool.MaxNodes)
 		assert.Equal(t, p.Name, pool.Labels[cluster.PoolLabel])
 		assert.Equal(t, "true", pool.Labels[NoDefaultDevicePluginLabel])
 		// Pods tolerate taints in Kubernetes casing, whatever the GKE API spells.
@@ -336,7 +355,8 @@ func TestRejectsImpossibleArgs(t *testing.T) {
 		{"nil args", func(*ClusterArgs) *ClusterArgs { return nil }},
 		{"no project", func(a *ClusterArgs) *ClusterArgs { a.Project = ""; return a }},
 		{"no zone", func(a *ClusterArgs) *ClusterArgs { a.Zone = ""; return a }},
-		{"zone outside the region", func(a *ClusterArgs) *ClusterArgs { a.Zone = "europe-west4-a"; return a }},
+		{"a zone without the pool's accelerator", func(a *ClusterArgs) *ClusterArgs { a.Zone = "europe-west1-b"; return a }},
+		{"an unknown accelerator", func(a *ClusterArgs) *ClusterArgs { a.GPUPools[0].Accelerator = "nvidia-tesla-v100"; return a }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Chart locates a chart: a local directory (Path) or a repository (Repo + Name, or an oci:// Name), at Version.
@@ -16,6 +17,18 @@ type Chart struct {
 	Name    string `json:"name,omitempty"`
 	Version string `json:"version,omitempty"`
 	Path    string `json:"path,omitempty"`
+}
+
+// Validate checks that the chart is located one way: a local path, or a repository with a chart name.
+func (c Chart) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.Path != "" && (c.Repo != "" || c.Name != "") {
+		errs = append(errs, field.Forbidden(path.Child("path"), "give either a local chart path or repo+name, not both"))
+	}
+	if c.Path == "" && c.Repo != "" && c.Name == "" {
+		errs = append(errs, field.Required(path.Child("name"), "the chart name in repo "+c.Repo))
+	}
+	return errs
 }
 
 // Values turns a typed values struct into the map a Helm release takes; JSON tags on the struct spell each key once.

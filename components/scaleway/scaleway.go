@@ -3,9 +3,10 @@
 package scaleway
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	k8s "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -15,71 +16,102 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 )
 
-// MIGConfigLabel asks the mig-manager of the GPU Operator, which Scaleway installs on every GPU pool, to partition the
-// node's GPUs; the value names a profile set of its default config, "all-<profile>"
-// (scaleway/docs-content pages/gpu/how-to/use-mig-with-kubernetes.mdx). As a pool label Scaleway keeps it applied.
-const MIGConfigLabel = "nvidia.com/mig.config"
-
-// ClusterArgs describe the cluster. The pipeline has validated them against the stack config.
+// ClusterArgs describe the cluster; a stack's `scaleway` block decodes into it and its `gpuPools` into GPUPools.
 type ClusterArgs struct {
-	// Zone holds the pools; GPUs exist only in fr-par-2 and pl-waw-2 (gpu-facts.md 3.4).
-	Zone string
-	// Region holds the private network and the control plane.
-	Region string
-	// KubernetesVersion must be a minor version such as "1.35" when auto-upgrade is on.
-	KubernetesVersion string
+	// Zone holds the pools; its region holds the private network and the control plane.
+	Zone string `json:"zone"`
+	// KubernetesVersion must be a minor version such as "1.35" while auto-upgrade is on.
+	KubernetesVersion string `json:"kubernetesVersion"`
 	// CNI is cilium or calico; it cannot change after creation.
-	CNI string
+	CNI string `json:"cni"`
 	// DeleteAdditionalResources deletes volumes and load balancers the cluster created when it is deleted.
-	DeleteAdditionalResources bool
-	AutoUpgrade               AutoUpgradeArgs
-	Autoscaler                AutoscalerArgs
-	SystemPool                SystemPoolArgs
-	GPUPools                  []GPUPoolArgs
+	DeleteAdditionalResources bool `json:"deleteAdditionalResources"`
+	// AllowUnlistedZone accepts a zone the node-type table does not list for a pool's node type.
+	AllowUnlistedZone bool            `json:"allowUnlistedZone"`
+	AutoUpgrade       AutoUpgradeArgs `json:"autoUpgrade"`
+	Autoscaler        AutoscalerArgs  `json:"autoscaler"`
+	SystemPool        SystemPoolArgs  `json:"systemPool"`
+	GPUPools          []GPUPoolSpec   `json:"-"`
 }
 
 // AutoUpgradeArgs configure patch upgrades of the control plane.
 type AutoUpgradeArgs struct {
-	Enabled bool
+	// Enabled defaults to true.
+	Enabled *bool `json:"enabled"`
 	// MaintenanceWindowDay is monday to sunday, or any; "" means any.
-	MaintenanceWindowDay string
-	// MaintenanceWindowStartHour is the UTC hour (0-23) the two-hour window starts.
-	MaintenanceWindowStartHour int
+	MaintenanceWindowDay string `json:"maintenanceWindowDay"`
+	// MaintenanceWindowStartHour is the UTC hour (0-23) the two-hour window starts; unset means 0.
+	MaintenanceWindowStartHour *int `json:"maintenanceWindowStartHour"`
 }
+
+func (u AutoUpgradeArgs) enabled() bool { return u.Enabled == nil || *u.Enabled }
 
 // AutoscalerArgs tune the cluster autoscaler; zero values keep Scaleway's defaults.
 type AutoscalerArgs struct {
-	DisableScaleDown bool
+	DisableScaleDown bool `json:"disableScaleDown"`
 	// ScaleDownDelayAfterAdd is a duration such as "10m".
-	ScaleDownDelayAfterAdd string
+	ScaleDownDelayAfterAdd string `json:"scaleDownDelayAfterAdd"`
 	// ScaleDownUnneededTime is a duration such as "10m".
-	ScaleDownUnneededTime string
+	ScaleDownUnneededTime string `json:"scaleDownUnneededTime"`
 	// Expander is random, least_waste, most_pods, priority or price.
-	Expander string
+	Expander string `json:"expander"`
 	// IgnoreDaemonsetsUtilization lets GPU nodes, which run many DaemonSets, scale down when their GPUs are idle.
-	IgnoreDaemonsetsUtilization bool
+	IgnoreDaemonsetsUtilization bool `json:"ignoreDaemonsetsUtilization"`
 }
 
-// SystemPoolArgs size the pool that runs everything but GPU workloads.
+// SystemPoolArgs size the pool that runs everything but GPU workloads; empty fields take PRO2-S, 1 and 3.
 type SystemPoolArgs struct {
-	NodeType string
-	MinNodes int
-	MaxNodes int
+	NodeType string `json:"nodeType"`
+	cluster.NodeBounds
 }
 
-// GPUPoolArgs describe one GPU pool.
-type GPUPoolArgs struct {
-	// Name names the pool and its gpu-tenancy.io/pool label.
-	Name string
-	// NodeType is the instance type, such as L4-1-24G or H100-1-80G.
-	NodeType    string
-	GPUsPerNode int
-	// Partition is the MIG profile the GPUs are split into, or "" for whole GPUs.
-	Partition string
-	MinNodes  int
-	MaxNodes  int
-	Model     cluster.GPUModel
+func (s SystemPoolArgs) nodeType() string {
+	if s.NodeType == "" {
+		// UNCONFIRMED that PRO2-S is offered in every Kapsule zone; Scaleway's Kapsule examples use PRO2 and DEV1 types.
+		return "PRO2-S"
+	}
+	return s.NodeType
 }
+
+func (s SystemPoolArgs) bounds() (int, int) { return s.Or(1, 3) }
+
+// Config defaults the README documents for a stack's `scaleway` block.
+const (
+	DefaultKubernetesVersion = "1.35"
+	DefaultCNI               = "cilium"
+	DefaultMaintenanceDay    = "sunday"
+	DefaultMaintenanceHour   = 3
+)
+
+// WithDefaults returns the args with the stack config's defaults filled in.
+func (a ClusterArgs) WithDefaults() ClusterArgs {
+	if a.KubernetesVersion == "" {
+		a.KubernetesVersion = DefaultKubernetesVersion
+	}
+	if a.CNI == "" {
+		a.CNI = DefaultCNI
+	}
+	if a.AutoUpgrade.Enabled == nil {
+		a.AutoUpgrade.Enabled = ptr(true)
+	}
+	if a.AutoUpgrade.MaintenanceWindowDay == "" {
+		a.AutoUpgrade.MaintenanceWindowDay = DefaultMaintenanceDay
+	}
+	if a.AutoUpgrade.MaintenanceWindowStartHour == nil {
+		a.AutoUpgrade.MaintenanceWindowStartHour = ptr(DefaultMaintenanceHour)
+	}
+	return a
+}
+
+// Region is the region of a Scaleway zone (fr-par-2: fr-par).
+func Region(zone string) string {
+	if i := strings.LastIndex(zone, "-"); i > 0 {
+		return zone[:i]
+	}
+	return zone
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // Cluster is a Kapsule cluster with its network, pools and the kubernetes provider that reaches it.
 type Cluster struct {
@@ -100,8 +132,11 @@ type Cluster struct {
 
 // NewCluster creates the network, the cluster, its pools and its kubernetes provider.
 func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	if err := checkArgs(args); err != nil {
-		return nil, fmt.Errorf("Kapsule cluster %q: %w", name, err)
+	if args == nil {
+		return nil, fmt.Errorf("Kapsule cluster %q: args are required", name)
+	}
+	if errs := args.Validate(field.NewPath("scaleway"), field.NewPath("gpuPools")); len(errs) > 0 {
+		return nil, fmt.Errorf("Kapsule cluster %q: %w", name, errs.ToAggregate())
 	}
 	comp := &Cluster{}
 	if err := ctx.RegisterComponentResource("gpu-tenancy:scaleway:Cluster", name, comp, opts...); err != nil {
@@ -109,9 +144,9 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	}
 
 	var err error
-	// Kapsule requires a private network (pulumi-anchors.md 2.4).
+	// Kapsule requires a private network (pulumiverse/pulumi-scaleway sdk/go/scaleway/kubernetes/cluster.go PrivateNetworkId).
 	comp.PrivateNetwork, err = network.NewPrivateNetwork(ctx, name, &network.PrivateNetworkArgs{
-		Region: pulumi.String(args.Region),
+		Region: pulumi.String(Region(args.Zone)),
 	}, pulumi.Parent(comp))
 	if err != nil {
 		return nil, fmt.Errorf("creating private network of Kapsule cluster %q: %w", name, err)
@@ -126,8 +161,9 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	comp.APIServer = comp.Kapsule.ApiserverUrl
 
 	// Autonamed, so a replacement is created before the old pool goes: a Kapsule cluster without a pool has no API.
+	sysMin, sysMax := args.SystemPool.bounds()
 	comp.SystemPool, err = kubernetes.NewPool(ctx, name+"-system",
-		poolArgs(args, comp.Kapsule, args.SystemPool.NodeType, args.SystemPool.MinNodes, args.SystemPool.MaxNodes),
+		poolArgs(args, comp.Kapsule, args.SystemPool.nodeType(), sysMin, sysMax),
 		pulumi.Parent(comp), ignoreSize())
 	if err != nil {
 		return nil, fmt.Errorf("creating system pool of Kapsule cluster %q: %w", name, err)
@@ -135,8 +171,8 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 	pools := []pulumi.Resource{comp.SystemPool}
 	for _, p := range args.GPUPools {
-		contract := gpuPoolContract(p)
-		pa := poolArgs(args, comp.Kapsule, p.NodeType, p.MinNodes, p.MaxNodes)
+		contract, _ := PoolContract(p)
+		pa := poolArgs(args, comp.Kapsule, p.NodeType, p.Min(), p.Max())
 		pa.Name = pulumi.String(p.Name)
 		pa.Labels = pulumi.ToStringMap(contract.Labels)
 		pa.Taints = kubernetes.PoolTaintArray{&kubernetes.PoolTaintArgs{
@@ -164,7 +200,8 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	}).(pulumi.StringOutput)
 	comp.Kubeconfig = pulumi.ToSecret(kubeconfig).(pulumi.StringOutput)
 	// A new Kapsule cluster hands out a kubeconfig before its API answers: it waits in pool_required until a pool
-	// exists (pulumi-scaleway kubernetes/cluster.go example). The provider waits for every pool, as on GKE.
+	// exists (pulumiverse/pulumi-scaleway sdk/go/scaleway/kubernetes/cluster.go example). The provider waits for every
+	// pool, as on GKE.
 	comp.Provider, err = cluster.NewProvider(ctx, name, comp.Kubeconfig, comp.Kapsule.ID().ToStringOutput(),
 		pulumi.Parent(comp), pulumi.DependsOn(pools))
 	if err != nil {
@@ -189,21 +226,9 @@ func (c *Cluster) Contract() *cluster.Cluster {
 		Provider:   c.Provider,
 		Kubeconfig: c.Kubeconfig,
 		GPUPools:   append([]cluster.GPUPool(nil), c.pools...),
+		DriverRoot: DriverRoot,
 		Anchor:     c.Kapsule,
 	}
-}
-
-func checkArgs(args *ClusterArgs) error {
-	if args == nil {
-		return errors.New("args are required")
-	}
-	if args.Zone == "" || args.Region == "" {
-		return errors.New("zone and region are required")
-	}
-	if !strings.HasPrefix(args.Zone, args.Region+"-") {
-		return fmt.Errorf("zone %q is not in region %q", args.Zone, args.Region)
-	}
-	return nil
 }
 
 func kapsuleArgs(args *ClusterArgs, pn *network.PrivateNetwork) *kubernetes.ClusterArgs {
@@ -211,17 +236,21 @@ func kapsuleArgs(args *ClusterArgs, pn *network.PrivateNetwork) *kubernetes.Clus
 	if day == "" {
 		day = "any"
 	}
+	hour := 0
+	if h := args.AutoUpgrade.MaintenanceWindowStartHour; h != nil {
+		hour = *h
+	}
 	return &kubernetes.ClusterArgs{
-		Region:                    pulumi.String(args.Region),
+		Region:                    pulumi.String(Region(args.Zone)),
 		Version:                   pulumi.String(args.KubernetesVersion),
 		Cni:                       pulumi.String(args.CNI),
 		PrivateNetworkId:          pn.ID(),
 		DeleteAdditionalResources: pulumi.Bool(args.DeleteAdditionalResources),
 		// Always sent, so turning auto-upgrade off is a change the provider sees.
 		AutoUpgrade: &kubernetes.ClusterAutoUpgradeArgs{
-			Enable:                     pulumi.Bool(args.AutoUpgrade.Enabled),
+			Enable:                     pulumi.Bool(args.AutoUpgrade.enabled()),
 			MaintenanceWindowDay:       pulumi.String(day),
-			MaintenanceWindowStartHour: pulumi.Int(args.AutoUpgrade.MaintenanceWindowStartHour),
+			MaintenanceWindowStartHour: pulumi.Int(hour),
 		},
 		AutoscalerConfig: &kubernetes.ClusterAutoscalerConfigArgs{
 			DisableScaleDown:            pulumi.Bool(args.Autoscaler.DisableScaleDown),
@@ -259,21 +288,4 @@ func poolArgs(args *ClusterArgs, kapsule *kubernetes.Cluster, nodeType string, m
 // ignoreSize leaves the node count to the autoscaler.
 func ignoreSize() pulumi.ResourceOption {
 	return pulumi.IgnoreChanges([]string{"size"})
-}
-
-func gpuPoolContract(p GPUPoolArgs) cluster.GPUPool {
-	// Not nvidia.com/dra-kubelet-plugin: the GPU Operator's driver manager flips that label during driver upgrades,
-	// and Scaleway would reconcile a pool label back.
-	labels := cluster.GPUNodeLabels(p.Name)
-	if p.Partition != "" {
-		labels[MIGConfigLabel] = "all-" + p.Partition
-	}
-	return cluster.GPUPool{
-		Name:        p.Name,
-		Model:       p.Model,
-		GPUsPerNode: p.GPUsPerNode,
-		MIGProfile:  p.Partition,
-		Labels:      labels,
-		Taint:       cluster.GPUTaint,
-	}
 }

@@ -23,15 +23,14 @@ const (
 
 func testArgs() *ClusterArgs {
 	return &ClusterArgs{
-		Zone: "fr-par-2", Region: "fr-par", KubernetesVersion: "1.35", CNI: "cilium",
+		Zone: "fr-par-2", KubernetesVersion: "1.35", CNI: "cilium",
 		DeleteAdditionalResources: true,
-		AutoUpgrade:               AutoUpgradeArgs{Enabled: true, MaintenanceWindowDay: "sunday", MaintenanceWindowStartHour: 3},
+		AutoUpgrade:               AutoUpgradeArgs{Enabled: ptr(true), MaintenanceWindowDay: "sunday", MaintenanceWindowStartHour: ptr(3)},
 		Autoscaler:                AutoscalerArgs{ScaleDownUnneededTime: "15m", Expander: "least_waste", IgnoreDaemonsetsUtilization: true},
-		SystemPool:                SystemPoolArgs{NodeType: "PRO2-S", MinNodes: 1, MaxNodes: 3},
-		GPUPools: []GPUPoolArgs{
-			{Name: "l4", NodeType: "L4-1-24G", GPUsPerNode: 1, MinNodes: 0, MaxNodes: 3, Model: cluster.L4},
-			{Name: "h100-mig", NodeType: "H100-1-80G", GPUsPerNode: 1, Partition: "1g.10gb", MinNodes: 1, MaxNodes: 2,
-				Model: cluster.H100PCIe},
+		SystemPool:                SystemPoolArgs{NodeType: "PRO2-S", NodeBounds: cluster.NodeBounds{MinNodes: ptr(1), MaxNodes: ptr(3)}},
+		GPUPools: []GPUPoolSpec{
+			{PoolSpec: cluster.PoolSpec{Name: "l4", NodeBounds: cluster.NodeBounds{MinNodes: ptr(0), MaxNodes: ptr(3)}}, NodeType: "L4-1-24G"},
+			{PoolSpec: cluster.PoolSpec{Name: "h100-mig", Partition: "1g.10gb", NodeBounds: cluster.NodeBounds{MinNodes: ptr(1), MaxNodes: ptr(2)}}, NodeType: "H100-1-80G"},
 		},
 	}
 }
@@ -75,12 +74,12 @@ func TestKapsule(t *testing.T) {
 		{"on its private network", func(t *testing.T) {
 			pn, err := rec.Get(networkType, "scw")
 			require.NoError(t, err)
-			assert.Equal(t, args.Region, pn.Inputs["region"].StringValue())
+			assert.Equal(t, "fr-par", pn.Inputs["region"].StringValue())
 			assert.Equal(t, pn.Name+"-id", in["privateNetworkId"].StringValue())
 		}},
 		{"CNI", func(t *testing.T) { assert.Equal(t, args.CNI, in["cni"].StringValue()) }},
 		{"version", func(t *testing.T) { assert.Equal(t, args.KubernetesVersion, in["version"].StringValue()) }},
-		{"region", func(t *testing.T) { assert.Equal(t, args.Region, in["region"].StringValue()) }},
+		{"region of the zone", func(t *testing.T) { assert.Equal(t, "fr-par", in["region"].StringValue()) }},
 		{"delete additional resources", func(t *testing.T) {
 			assert.Equal(t, args.DeleteAdditionalResources, in["deleteAdditionalResources"].BoolValue())
 		}},
@@ -103,7 +102,7 @@ func TestKapsule(t *testing.T) {
 
 func TestAutoUpgradeDisabledIsSent(t *testing.T) {
 	args := testArgs()
-	args.AutoUpgrade = AutoUpgradeArgs{}
+	args.AutoUpgrade = AutoUpgradeArgs{Enabled: ptr(false)}
 	reg, err := run(t, args, nil).Get(clusterType, "scw")
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{
@@ -128,9 +127,9 @@ func TestGPUPools(t *testing.T) {
 			{"in the cluster", func(t *testing.T) { assert.Equal(t, "scw-id", in["clusterId"].StringValue()) }},
 			{"autoscaling bounds, starting at the minimum", func(t *testing.T) {
 				assert.True(t, in["autoscaling"].BoolValue())
-				assert.Equal(t, float64(p.MinNodes), in["minSize"].NumberValue())
-				assert.Equal(t, float64(p.MaxNodes), in["maxSize"].NumberValue())
-				assert.Equal(t, float64(p.MinNodes), in["size"].NumberValue())
+				assert.Equal(t, float64(p.Min()), in["minSize"].NumberValue())
+				assert.Equal(t, float64(p.Max()), in["maxSize"].NumberValue())
+				assert.Equal(t, float64(p.Min()), in["size"].NumberValue())
 			}},
 			{"autohealing", func(t *testing.T) { assert.True(t, in["autohealing"].BoolValue()) }},
 			{"waits until ready", func(t *testing.T) { assert.True(t, in["waitForPoolReady"].BoolValue()) }},
@@ -166,8 +165,8 @@ func TestSystemPool(t *testing.T) {
 	require.NoError(t, err)
 	in := reg.Inputs
 	assert.Equal(t, args.SystemPool.NodeType, in["nodeType"].StringValue())
-	assert.Equal(t, float64(args.SystemPool.MinNodes), in["minSize"].NumberValue())
-	assert.Equal(t, float64(args.SystemPool.MaxNodes), in["maxSize"].NumberValue())
+	assert.Equal(t, float64(*args.SystemPool.MinNodes), in["minSize"].NumberValue())
+	assert.Equal(t, float64(*args.SystemPool.MaxNodes), in["maxSize"].NumberValue())
 	assert.Equal(t, args.Zone, in["zone"].StringValue())
 	assert.NotContains(t, in, resource.PropertyKey("taints"))
 	// Autonamed and created before its old self goes: without a pool a Kapsule cluster has no API.
@@ -221,15 +220,18 @@ func TestContract(t *testing.T) {
 		assert.Same(t, c.Provider, got.Provider)
 	})
 	assert.Equal(t, cluster.Scaleway, got.Flavour)
+	assert.Equal(t, DriverRoot, got.DriverRoot, "where the GPU Operator's driver container exposes the driver")
 	assert.True(t, kubeconfig.Secret, "contract kubeconfig must be secret")
 	assert.Equal(t, configFile, kubeconfig.Value)
 	require.Len(t, got.GPUPools, len(args.GPUPools))
+	models := []cluster.GPUModel{cluster.L4, cluster.H100PCIe}
 	for i, p := range args.GPUPools {
 		pool := got.GPUPools[i]
 		assert.Equal(t, p.Name, pool.Name)
-		assert.Equal(t, p.Model, pool.Model)
-		assert.Equal(t, p.GPUsPerNode, pool.GPUsPerNode)
+		assert.Equal(t, models[i], pool.Model)
+		assert.Equal(t, 1, pool.GPUsPerNode)
 		assert.Equal(t, p.Partition, pool.MIGProfile)
+		assert.Equal(t, p.Max(), pool.MaxNodes)
 		assert.Equal(t, p.Name, pool.Labels[cluster.PoolLabel])
 		assert.Equal(t, cluster.GPUTaint, pool.Taint)
 	}
@@ -241,8 +243,9 @@ func TestRejectsImpossibleArgs(t *testing.T) {
 		mutate func(a *ClusterArgs) *ClusterArgs
 	}{
 		{"nil args", func(*ClusterArgs) *ClusterArgs { return nil }},
-		{"no region", func(a *ClusterArgs) *ClusterArgs { a.Region = ""; return a }},
-		{"zone outside the region", func(a *ClusterArgs) *ClusterArgs { a.Zone = "nl-ams-1"; return a }},
+		{"no zone", func(a *ClusterArgs) *ClusterArgs { a.Zone = ""; return a }},
+		{"a zone without the pool's node type", func(a *ClusterArgs) *ClusterArgs { a.Zone = "nl-ams-1"; return a }},
+		{"no CNI", func(a *ClusterArgs) *ClusterArgs { a.CNI = ""; return a }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,19 +3,25 @@ package tenancy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	admissionv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/admissionregistration/v1"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	resourcev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/resource/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // CatalogArgs configure the GPU catalog.
 type CatalogArgs struct {
-	// Classes are the GPU classes, each with the tenants granted it.
+	// Classes are the GPU classes.
 	Classes []GPUClass
+	// Grants maps each tenant to the class names granted to it; the grants are declared on the tenants and handed
+	// down here, so each DeviceClass can be labelled for the tenants that may see it.
+	Grants map[string][]string
 }
 
 // Catalog is the platform's GPU catalog on the host cluster: the DeviceClasses, the namespace that holds tenants'
@@ -31,35 +37,47 @@ type Catalog struct {
 	DeviceClasses map[string]*resourcev1.DeviceClass
 	// ClassNames are the class names in catalog order.
 	ClassNames pulumi.StringArrayOutput
-
-	classes []GPUClass
 }
 
-// grantedTo names the classes granted to tenant, in catalog order.
-func grantedTo(classes []GPUClass, tenant string) []string {
+// Validate checks the classes and that every grant names a class of the catalog.
+func (a *CatalogArgs) Validate(path *field.Path) field.ErrorList {
+	errs := ValidateClasses(path.Child("classes"), a.Classes)
+	for _, tenant := range slices.Sorted(maps.Keys(a.Grants)) {
+		tp := path.Child("grants").Key(tenant)
+		errs = append(errs, ValidateTenantName(tp, tenant)...)
+		errs = append(errs, ValidateGrant(tp, a.Grants[tenant], a.Classes)...)
+	}
+	return errs
+}
+
+// ValidateGrant checks a tenant's granted class names (at path) against the catalog's classes: each exists, once.
+func ValidateGrant(path *field.Path, granted []string, classes []GPUClass) field.ErrorList {
+	names := make([]string, len(classes))
+	for i, c := range classes {
+		names[i] = c.Name
+	}
+	var errs field.ErrorList
+	for j, class := range granted {
+		switch {
+		case !slices.Contains(names, class):
+			errs = append(errs, field.NotSupported(path.Index(j), class, names))
+		case slices.Contains(granted[:j], class):
+			errs = append(errs, field.Duplicate(path.Index(j), class))
+		}
+	}
+	return errs
+}
+
+// tenantsOf lists the tenants granted class, sorted.
+func tenantsOf(grants map[string][]string, class string) []string {
 	var out []string
-	for _, cl := range classes {
-		if slices.Contains(cl.Tenants, tenant) {
-			out = append(out, cl.Name)
+	for tenant, classes := range grants {
+		if slices.Contains(classes, class) {
+			out = append(out, tenant)
 		}
 	}
+	slices.Sort(out)
 	return out
-}
-
-// ValidateClasses reports every problem with a list of classes: each class's own, and names used twice.
-func ValidateClasses(classes []GPUClass) error {
-	var errs []error
-	seen := map[string]bool{}
-	for _, c := range classes {
-		if err := c.Validate(); err != nil {
-			errs = append(errs, err)
-		}
-		if seen[c.Name] {
-			errs = append(errs, fmt.Errorf("GPU class %q is defined twice", c.Name))
-		}
-		seen[c.Name] = true
-	}
-	return errors.Join(errs...)
 }
 
 // NewCatalog creates the DeviceClasses, the system namespace for grants and the static admission policies. Tenants
@@ -68,10 +86,10 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 	if args == nil {
 		return nil, errors.New("creating GPU catalog: args are required")
 	}
-	if err := ValidateClasses(args.Classes); err != nil {
-		return nil, fmt.Errorf("creating GPU catalog %q: %w", name, err)
+	if errs := args.Validate(field.NewPath("catalog")); len(errs) > 0 {
+		return nil, fmt.Errorf("creating GPU catalog %q: %w", name, errs.ToAggregate())
 	}
-	c := &Catalog{classes: slices.Clone(args.Classes), DeviceClasses: map[string]*resourcev1.DeviceClass{}}
+	c := &Catalog{DeviceClasses: map[string]*resourcev1.DeviceClass{}}
 	if err := ctx.RegisterComponentResource("gpu-tenancy:tenancy:Catalog", name, c, opts...); err != nil {
 		return nil, fmt.Errorf("registering GPU catalog %q: %w", name, err)
 	}
@@ -85,7 +103,7 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 
 	names := make([]string, 0, len(args.Classes))
 	for _, class := range args.Classes {
-		dc, err := newDeviceClass(ctx, name, class, c)
+		dc, err := newDeviceClass(ctx, name, class, tenantsOf(args.Grants, class.Name), c)
 		if err != nil {
 			return nil, err
 		}
@@ -115,10 +133,10 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 }
 
 // newDeviceClass creates a class's DeviceClass, labelled for each granted tenant so its vCluster syncs it.
-func newDeviceClass(ctx *pulumi.Context, name string, class GPUClass, parent pulumi.Resource) (*resourcev1.DeviceClass, error) {
+func newDeviceClass(ctx *pulumi.Context, name string, class GPUClass, tenants []string, parent pulumi.Resource) (*resourcev1.DeviceClass, error) {
 	grants := map[string]string{}
-	for _, t := range class.Tenants {
-		grants[ClassTenantLabel(t)] = "true"
+	for _, t := range tenants {
+		grants[naming.ClassTenantLabel(t)] = "true"
 	}
 	dc, err := resourcev1.NewDeviceClass(ctx, name+"-"+class.Name, &resourcev1.DeviceClassArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(class.Name), Labels: managedLabels(grants)},
@@ -149,7 +167,7 @@ func newExtendedResourceGuard(ctx *pulumi.Context, name string, parent pulumi.Re
 			MatchResources: &admissionv1.MatchResourcesArgs{
 				NamespaceSelector: &metav1.LabelSelectorArgs{
 					MatchExpressions: metav1.LabelSelectorRequirementArray{metav1.LabelSelectorRequirementArgs{
-						Key: pulumi.String(TenantNamespaceLabel), Operator: pulumi.String("Exists"),
+						Key: pulumi.String(naming.TenantNamespaceLabel), Operator: pulumi.String("Exists"),
 					}},
 				},
 			},

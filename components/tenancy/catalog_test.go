@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -28,14 +29,14 @@ const (
 	ciliumType      = "kubernetes:cilium.io/v2:CiliumNetworkPolicy"
 )
 
-// The catalog most tests use: a class per tenant and one shared MIG class.
+// The catalog most tests use: a class per tenant and one shared MIG class (teamA and teamB hold the grants).
 var testClasses = []GPUClass{
-	{Name: "a100", Device: WholeGPU, Product: "A100", Tenants: []string{"team-a"}},
-	{Name: "a100-1g.5gb", Device: MIG, MIGProfile: "1g.5gb", Product: "A100", Tenants: []string{"team-a", "team-b"}},
-	{Name: "l4", Device: WholeGPU, Product: "L4", Tenants: []string{"team-b"}},
+	{Name: "a100", Device: WholeGPU, Product: "A100"},
+	{Name: "a100-1g.5gb", Device: MIG, MIGProfile: "1g.5gb", Product: "A100"},
+	{Name: "l4", Device: WholeGPU, Product: "L4"},
 }
 
-// runPlatform runs NewCatalog and then NewTenant for each tenant, as the pipeline does.
+// runPlatform runs NewCatalog with the tenants' grants and then NewTenant for each tenant, as the pipeline does.
 func runPlatform(t *testing.T, classes []GPUClass, tenants ...TenantArgs) *mocktest.Recorder {
 	t.Helper()
 	rec, err := tryPlatform(classes, tenants...)
@@ -45,8 +46,12 @@ func runPlatform(t *testing.T, classes []GPUClass, tenants ...TenantArgs) *mockt
 
 func tryPlatform(classes []GPUClass, tenants ...TenantArgs) (*mocktest.Recorder, error) {
 	rec := &mocktest.Recorder{}
+	grants := map[string][]string{}
+	for _, t := range tenants {
+		grants[t.Name] = t.Classes
+	}
 	err := mocktest.Run("test", func(ctx *pulumi.Context) error {
-		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: classes})
+		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: classes, Grants: grants})
 		if err != nil {
 			return err
 		}
@@ -95,8 +100,9 @@ func childOf(t *testing.T, reg mocktest.Registration, parentType string) {
 }
 
 func TestCatalogDeviceClasses(t *testing.T) {
-	rec := runPlatform(t, testClasses)
+	rec := runPlatform(t, testClasses, teamA(), teamB())
 	require.Len(t, rec.ByType(deviceClassType), len(testClasses))
+	granted := map[string][]string{"a100": {"team-a"}, "a100-1g.5gb": {"team-a", "team-b"}, "l4": {"team-b"}}
 	for _, class := range testClasses {
 		t.Run(class.Name, func(t *testing.T) {
 			dc := child[resourceapi.DeviceClass](t, rec, deviceClassType, "gpus-"+class.Name, catalogType)
@@ -106,9 +112,9 @@ func TestCatalogDeviceClasses(t *testing.T) {
 			assert.Equal(t, class.CEL(), dc.Spec.Selectors[0].CEL.Expression)
 			assert.Nil(t, dc.Spec.ExtendedResourceName, "a tenant class must not open the extended-resource path")
 
-			want := map[string]string{ManagedByLabel: ManagedBy}
-			for _, tenant := range class.Tenants {
-				want[ClassTenantLabel(tenant)] = "true"
+			want := map[string]string{naming.ManagedByLabel: naming.ManagedBy}
+			for _, tenant := range granted[class.Name] {
+				want[naming.ClassTenantLabel(tenant)] = "true"
 			}
 			assert.Equal(t, want, dc.Labels)
 		})
@@ -151,7 +157,7 @@ func TestCatalogPolicyCodeDoesNotDependOnGrants(t *testing.T) {
 		rec := runPlatform(t, classes)
 		return get(t, rec, policyType, "gpus-entitlements").Inputs["spec"].Mappable().(map[string]any)
 	}
-	more := append([]GPUClass{{Name: "h100", Device: WholeGPU, Tenants: []string{"team-c"}}}, testClasses...)
+	more := append([]GPUClass{{Name: "h100", Device: WholeGPU}}, testClasses...)
 	assert.Equal(t, specOf(testClasses), specOf(more), "adding a class or tenant must update params, not policy code")
 }
 
@@ -171,7 +177,7 @@ func TestCatalogExtendedResourceGuard(t *testing.T) {
 	require.NotNil(t, b.Spec.MatchResources.NamespaceSelector)
 	require.Len(t, b.Spec.MatchResources.NamespaceSelector.MatchExpressions, 1)
 	req := b.Spec.MatchResources.NamespaceSelector.MatchExpressions[0]
-	assert.Equal(t, TenantNamespaceLabel, req.Key)
+	assert.Equal(t, naming.TenantNamespaceLabel, req.Key)
 	assert.EqualValues(t, "Exists", req.Operator)
 }
 
@@ -179,15 +185,20 @@ func TestNewCatalogRejectsInvalidArgs(t *testing.T) {
 	tests := []struct {
 		name    string
 		classes []GPUClass
+		tenants []TenantArgs
 		wantErr []string
 	}{
-		{"duplicate class", []GPUClass{{Name: "a", Device: WholeGPU}, {Name: "a", Device: WholeGPU}}, []string{`GPU class "a" is defined twice`}},
-		{"every problem at once", []GPUClass{{Name: "A", Device: WholeGPU}, {Name: "b", Device: "tpu"}},
-			[]string{`GPU class "A"`, `GPU class "b"`}},
+		{"duplicate class", []GPUClass{{Name: "a", Device: WholeGPU}, {Name: "a", Device: WholeGPU}}, nil,
+			[]string{`catalog.classes[1].name: Duplicate value: "a"`}},
+		{"every problem at once", []GPUClass{{Name: "A", Device: WholeGPU}, {Name: "b", Device: "tpu"}}, nil,
+			[]string{`catalog.classes[0].name`, `catalog.classes[1].device`}},
+		{"a grant of a class not in the catalog", testClasses,
+			[]TenantArgs{{Name: "team-c", Classes: []string{"h100"}, GPUQuota: map[string]int{"h100": 1}}},
+			[]string{`catalog.grants[team-c][0]: Unsupported value: "h100"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec, err := tryPlatform(tt.classes)
+			rec, err := tryPlatform(tt.classes, tt.tenants...)
 			require.Error(t, err)
 			for _, want := range tt.wantErr {
 				assert.Contains(t, err.Error(), want)

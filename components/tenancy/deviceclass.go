@@ -1,15 +1,16 @@
 package tenancy
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"unicode"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/environment"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 )
@@ -24,34 +25,40 @@ const (
 	MIG DeviceKind = "mig"
 )
 
-// Driver is the NVIDIA DRA driver's name and the domain of its device attributes (gpu-facts 1.3, 1.6).
-const Driver = "gpu.nvidia.com"
+// Driver is the NVIDIA DRA driver's name and the domain of its device attributes.
+const Driver = naming.Driver
 
-// GPUClass is one GPU class of the catalog: which devices it selects and which tenants may claim it.
+// GPUClass is one GPU class of the catalog: which devices it selects. A stack's `gpuClasses[]` entry decodes into it.
 type GPUClass struct {
 	// Name is the DeviceClass name; vCluster mirrors it into tenants under the same name, so it is global.
-	Name string
+	Name string `json:"name"`
 	// Device is WholeGPU or MIG.
-	Device DeviceKind
+	Device DeviceKind `json:"device"`
 	// MIGProfile is the MIG profile (for example "1g.5gb"); required for MIG, empty for WholeGPU.
-	MIGProfile string
-	// Product optionally narrows the class to GPUs whose productName contains it, ignoring ASCII case ("A100").
-	Product string
+	MIGProfile string `json:"migProfile"`
+	// Product optionally narrows the class to GPUs whose productName contains it as a whole word, ignoring case ("A100").
+	Product string `json:"product"`
 	// ExtraCEL is an optional further selector over `device`, ANDed with the generated one.
-	ExtraCEL string
-	// Tenants are the tenants granted the class.
-	Tenants []string
+	ExtraCEL string `json:"extraCEL"`
 }
 
-var migProfile = regexp.MustCompile(`^[0-9]+g\.[0-9]+gb(\+[a-z]+)?$`)
+var (
+	migProfileRE = regexp.MustCompile(`^[0-9]+g\.[0-9]+gb(\+[a-z]+)?$`)
+	// A product is a fragment of a GPU's productName, such as "A100" or "H100 PCIe".
+	productRE = regexp.MustCompile(`^[A-Za-z0-9 ._-]+$`)
+	// DeviceKinds are the device kinds a class may select.
+	DeviceKinds = []string{string(WholeGPU), string(MIG)}
+)
 
-// attr is how a selector reads one of the driver's attributes (gpu-facts 1.7).
+// attr is how a selector reads one of the driver's attributes (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0
+// tests/bats/specs/gpu-simple-mig.yaml).
 func attr(name string) string {
 	return fmt.Sprintf("device.attributes[%s].%s", celString(Driver), name)
 }
 
 // CEL is the class's device selector. The type check comes before the profile check because `profile` exists only
-// on MIG devices: `false && <missing key>` is false, so whole GPUs are skipped instead of failing (gpu-facts 1.7).
+// on MIG devices: `false && <missing key>` is false, so whole GPUs are skipped instead of failing
+// (https://github.com/google/cel-spec/blob/master/doc/langdef.md#logical-operators).
 func (c GPUClass) CEL() string {
 	terms := []string{
 		"device.driver == " + celString(Driver),
@@ -69,52 +76,78 @@ func (c GPUClass) CEL() string {
 	return strings.Join(terms, " && ")
 }
 
-// Validate reports every problem with the class, and compiles its selector with the DRA compiler the API server
-// uses, so a bad ExtraCEL fails before any resource is created.
-func (c GPUClass) Validate() error {
-	var errs []error
-	if err := ValidateClassName(c.Name); err != nil {
-		errs = append(errs, err)
+// Validate checks the class and compiles its selector with the DRA compiler the API server uses, so a bad ExtraCEL
+// fails before any resource is created. It is the single owner of a class's rules.
+func (c GPUClass) Validate(path *field.Path) field.ErrorList {
+	errs := ValidateClassName(path.Child("name"), c.Name)
+	if c.Product != "" && !productRE.MatchString(c.Product) {
+		errs = append(errs, field.Invalid(path.Child("product"), c.Product,
+			"must be letters, digits, spaces, '.', '_' or '-', matched case-insensitively against the GPU's productName"))
 	}
 	switch c.Device {
 	case WholeGPU:
 		if c.MIGProfile != "" {
-			errs = append(errs, fmt.Errorf("MIGProfile %q is set but device is %q", c.MIGProfile, WholeGPU))
+			errs = append(errs, field.Forbidden(path.Child("migProfile"), "only applies with device: mig"))
 		}
 	case MIG:
-		if !migProfile.MatchString(c.MIGProfile) {
-			errs = append(errs, fmt.Errorf("MIGProfile %q is not a MIG profile such as \"1g.5gb\"", c.MIGProfile))
+		if c.MIGProfile == "" {
+			errs = append(errs, field.Required(path.Child("migProfile"), "a MIG profile such as 1g.5gb"))
+		} else if !migProfileRE.MatchString(c.MIGProfile) {
+			errs = append(errs, field.Invalid(path.Child("migProfile"), c.MIGProfile, "must be a MIG profile such as 1g.5gb"))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("device %q is not %q or %q", c.Device, WholeGPU, MIG))
+		errs = append(errs, fieldcheck.OneOf(path.Child("device"), string(c.Device), DeviceKinds))
 	}
-	if !printableASCII(c.Product) {
-		// lowerAscii() folds ASCII only, so a non-ASCII product could never match.
-		errs = append(errs, fmt.Errorf("product %q must be printable ASCII", c.Product))
-	}
-	for i, t := range c.Tenants {
-		if err := ValidateTenantName(t); err != nil {
-			errs = append(errs, err)
-		} else if slices.Contains(c.Tenants[:i], t) {
-			errs = append(errs, fmt.Errorf("tenant %q is granted twice", t))
-		}
+	if len(errs) > 0 {
+		return errs
 	}
 	if c.ExtraCEL != "" {
 		// Compiled on its own first: only a complete expression is safe to wrap in parentheses
 		// ("true) || (true" is not one, yet would compile once wrapped).
 		if err := compileSelector(c.ExtraCEL); err != nil {
-			errs = append(errs, fmt.Errorf("ExtraCEL: %w", err))
+			return field.ErrorList{field.Invalid(path.Child("extraCEL"), c.ExtraCEL, err.Error())}
 		}
 	}
-	if len(errs) == 0 {
-		if err := compileSelector(c.CEL()); err != nil {
-			errs = append(errs, err)
-		}
+	if err := compileSelector(c.CEL()); err != nil {
+		errs = append(errs, field.Invalid(path.Child("extraCEL"), c.ExtraCEL, err.Error()))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("GPU class %q: %w", c.Name, err)
+	return errs
+}
+
+// ValidateClasses checks each class and that no name is used twice.
+func ValidateClasses(path *field.Path, classes []GPUClass) field.ErrorList {
+	var errs field.ErrorList
+	names := make([]string, len(classes))
+	for i, c := range classes {
+		errs = append(errs, c.Validate(path.Index(i))...)
+		names[i] = c.Name
 	}
-	return nil
+	return append(errs, fieldcheck.UniqueNames(path, names)...)
+}
+
+// SelectsFrom reports whether a pool offers devices the class selects. A partitioned pool offers only its MIG
+// devices: the driver does not announce a GPU whose MIG devices exist (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0
+// tests/bats/test_gpu_mig.bats, "StaticMIG: mutual exclusivity with physical GPU").
+func (c GPUClass) SelectsFrom(p cluster.GPUPool) bool {
+	if c.Product != "" && !p.Model.MatchesProduct(c.Product) {
+		return false
+	}
+	return c.Device == WholeGPU && p.MIGProfile == "" || c.Device == MIG && p.MIGProfile == c.MIGProfile
+}
+
+// Describe says in words what the class selects and which pool would offer it.
+func (c GPUClass) Describe() string {
+	what := "whole GPUs"
+	if c.Device == MIG {
+		what = fmt.Sprintf("MIG %s devices (a pool with partition: %s)", c.MIGProfile, c.MIGProfile)
+	}
+	if c.Product != "" {
+		what += fmt.Sprintf(" of a product matching %q", c.Product)
+	}
+	if c.Device == WholeGPU {
+		what += " (a pool without partition)"
+	}
+	return "it selects " + what
 }
 
 // compileSelector compiles a selector as the API server does when a DeviceClass is created: new-expression
@@ -151,13 +184,4 @@ func celString(s string) string {
 	}
 	b.WriteByte('\'')
 	return b.String()
-}
-
-func printableASCII(s string) bool {
-	for _, r := range s {
-		if r < 0x20 || r > 0x7e {
-			return false
-		}
-	}
-	return true
 }

@@ -2,16 +2,20 @@ package tenancy
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/environment"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 )
 
-// device builds a device as the NVIDIA DRA driver publishes it (gpu-facts 1.6).
+// device builds a device as the NVIDIA DRA driver publishes it (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0
+// cmd/gpu-kubelet-plugin/deviceinfo.go).
 func device(driver string, attrs map[string]string) dracel.Device {
 	d := dracel.Device{Driver: driver, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}}
 	for k, v := range attrs {
@@ -90,7 +94,7 @@ func TestGPUClassCEL(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := tt.class.CEL()
 			assert.Equal(t, tt.want, got)
-			require.NoError(t, tt.class.Validate())
+			require.Empty(t, tt.class.Validate(field.NewPath("class")))
 			for _, d := range tt.selects {
 				assert.True(t, matches(t, got, d), "must select %v", d.Attributes)
 			}
@@ -122,43 +126,78 @@ func TestCELStringEscapesEveryLiteralBreakout(t *testing.T) {
 
 func TestGPUClassProductQuoteCannotWidenTheSelector(t *testing.T) {
 	c := GPUClass{Name: "sneaky", Device: WholeGPU, Product: `x') || true || ('`}
-	require.NoError(t, c.Validate())
-	assert.False(t, matches(t, c.CEL(), a100Whole))
+	assert.NotEmpty(t, c.Validate(field.NewPath("class")), "a product is a name fragment, not CEL")
+	assert.False(t, matches(t, c.CEL(), a100Whole), "even unchecked, the product stays inside its literal")
 }
 
 func TestGPUClassValidate(t *testing.T) {
 	tests := []struct {
-		name    string
-		class   GPUClass
-		wantErr string
+		name     string
+		class    GPUClass
+		wantPath string
+		wantErr  string
 	}{
-		{"empty name", GPUClass{Device: WholeGPU}, "class name is empty"},
-		{"upper-case name", GPUClass{Name: "A100", Device: WholeGPU}, "must be a DNS subdomain"},
-		{"driver class name", GPUClass{Name: "gpu.nvidia.com", Device: WholeGPU}, "reserved for the NVIDIA DRA driver"},
-		{"unknown device kind", GPUClass{Name: "x", Device: "vfio"}, `device "vfio" is not`},
-		{"MIG without profile", GPUClass{Name: "x", Device: MIG}, `MIGProfile "" is not a MIG profile`},
-		{"MIG profile misspelt", GPUClass{Name: "x", Device: MIG, MIGProfile: "1g5gb"}, `MIGProfile "1g5gb" is not a MIG profile`},
-		{"profile on whole GPU", GPUClass{Name: "x", Device: WholeGPU, MIGProfile: "1g.5gb"}, "is set but device is"},
-		{"non-ASCII product", GPUClass{Name: "x", Device: WholeGPU, Product: "Ä100"}, "must be printable ASCII"},
-		{"bad tenant", GPUClass{Name: "x", Device: WholeGPU, Tenants: []string{"Team_A"}}, `tenant name "Team_A"`},
-		{"tenant twice", GPUClass{Name: "x", Device: WholeGPU, Tenants: []string{"a", "a"}}, `tenant "a" is granted twice`},
-		{"extra CEL syntax error", GPUClass{Name: "x", Device: WholeGPU, ExtraCEL: "device.driver =="}, "ExtraCEL: selector"},
-		{"extra CEL not bool", GPUClass{Name: "x", Device: WholeGPU, ExtraCEL: "device.driver"}, "must evaluate to bool"},
-		{"extra CEL breaks out of its parentheses", GPUClass{Name: "x", Device: WholeGPU, ExtraCEL: "true) || (true"}, "ExtraCEL: selector"},
+		{"empty name", GPUClass{Device: WholeGPU}, "class.name", "DNS-1123 subdomain"},
+		{"upper-case name", GPUClass{Name: "A100", Device: WholeGPU}, "class.name", "RFC 1123 subdomain"},
+		{"driver class name", GPUClass{Name: "gpu.nvidia.com", Device: WholeGPU}, "class.name", "the NVIDIA DRA driver creates itself"},
+		{"a future driver class", GPUClass{Name: "nvl.gpu.nvidia.com", Device: WholeGPU}, "class.name", "the NVIDIA DRA driver creates itself"},
+		{"unknown device kind", GPUClass{Name: "x", Device: "vfio"}, "class.device", `"gpu", "mig"`},
+		{"MIG without profile", GPUClass{Name: "x", Device: MIG}, "class.migProfile", "such as 1g.5gb"},
+		{"MIG profile misspelt", GPUClass{Name: "x", Device: MIG, MIGProfile: "1g5gb"}, "class.migProfile", "must be a MIG profile"},
+		{"profile on whole GPU", GPUClass{Name: "x", Device: WholeGPU, MIGProfile: "1g.5gb"}, "class.migProfile", "only applies with device: mig"},
+		{"non-ASCII product", GPUClass{Name: "x", Device: WholeGPU, Product: "Ä100"}, "class.product", "letters, digits"},
+		{"extra CEL syntax error", GPUClass{Name: "x", Device: WholeGPU, ExtraCEL: "device.driver =="}, "class.extraCEL", "selector"},
+		{"extra CEL not bool", GPUClass{Name: "x", Device: WholeGPU, ExtraCEL: "device.driver"}, "class.extraCEL", "must evaluate to bool"},
+		{"extra CEL breaks out of its parentheses", GPUClass{Name: "x", Device: WholeGPU, ExtraCEL: "true) || (true"}, "class.extraCEL", "selector"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.class.Validate()
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tt.wantErr)
+			errs := tt.class.Validate(field.NewPath("class"))
+			require.NotEmpty(t, errs)
+			found := false
+			for _, e := range errs {
+				found = found || e.Field == tt.wantPath && strings.Contains(e.Error(), tt.wantErr)
+			}
+			assert.True(t, found, "want %s mentioning %q, got %v", tt.wantPath, tt.wantErr, errs)
 		})
 	}
 }
 
 func TestGPUClassValidateReportsEveryProblem(t *testing.T) {
-	err := GPUClass{Name: "X", Device: MIG, Tenants: []string{"B"}}.Validate()
-	require.Error(t, err)
-	for _, want := range []string{`GPU class "X"`, "DNS subdomain", "MIGProfile", `tenant name "B"`} {
-		assert.Contains(t, err.Error(), want)
+	errs := GPUClass{Name: "X", Device: MIG, Product: "a;b"}.Validate(field.NewPath("class"))
+	var paths []string
+	for _, e := range errs {
+		paths = append(paths, e.Field)
+	}
+	assert.ElementsMatch(t, []string{"class.name", "class.product", "class.migProfile"}, paths)
+}
+
+func TestValidateClassesRefusesRepeatedNames(t *testing.T) {
+	errs := ValidateClasses(field.NewPath("classes"), []GPUClass{
+		{Name: "a100", Device: WholeGPU}, {Name: "a100", Device: MIG, MIGProfile: "1g.5gb"},
+	})
+	require.Len(t, errs, 1)
+	assert.Equal(t, "classes[1].name", errs[0].Field)
+	assert.Equal(t, field.ErrorTypeDuplicate, errs[0].Type)
+}
+
+func TestGPUClassSelectsFromPool(t *testing.T) {
+	whole := cluster.GPUPool{Model: cluster.A100x40GB}
+	mig := cluster.GPUPool{Model: cluster.A100x40GB, MIGProfile: "1g.5gb"}
+	l4 := cluster.GPUPool{Model: cluster.L4}
+	tests := []struct {
+		name  string
+		class GPUClass
+		pool  cluster.GPUPool
+		want  bool
+	}{
+		{"whole GPUs from a whole pool", GPUClass{Device: WholeGPU}, whole, true},
+		{"no whole GPU from a partitioned pool", GPUClass{Device: WholeGPU}, mig, false},
+		{"its profile from a partitioned pool", GPUClass{Device: MIG, MIGProfile: "1g.5gb"}, mig, true},
+		{"another profile is not offered", GPUClass{Device: MIG, MIGProfile: "2g.10gb"}, mig, false},
+		{"the product must match", GPUClass{Device: WholeGPU, Product: "A100"}, l4, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, tt.class.SelectsFrom(tt.pool)) })
 	}
 }

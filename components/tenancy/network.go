@@ -1,15 +1,17 @@
 package tenancy
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 
+	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	networkingv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/networking/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // MetadataCIDR is the cloud instance metadata endpoint (GCE, Scaleway, and most clouds); pods reaching it could read
@@ -30,16 +32,13 @@ const (
 // DefaultAPIServerPorts are the API server's usual endpoint ports: 443 (GKE) and 6443 (kubeadm-style, Kapsule).
 var DefaultAPIServerPorts = []int{443, 6443}
 
-// NetworkArgs configure a tenant namespace's network policies. Ingress is denied except from the same namespace
-// (so from no other tenant); egress is allowed to the internet except MetadataCIDR and BlockedEgressCIDRs, to DNS,
-// within the namespace and to the API server.
+// NetworkArgs are the network settings every tenant namespace shares: ingress is denied except from the same
+// namespace (so from no other tenant) and IngressFromNamespaces; egress is allowed to the internet except the metadata
+// endpoints and each tenant's blocked CIDRs, to DNS, within the namespace and to the API server.
 type NetworkArgs struct {
-	// BlockedEgressCIDRs are further destinations tenants may not reach (node or VPC ranges, other clouds' metadata
-	// addresses); IPv4 and IPv6 both work.
-	BlockedEgressCIDRs []string
 	// APIServerCIDRs are the API server endpoint addresses, which the vCluster control plane must reach. They are
 	// cluster specific (GKE: the control plane endpoint IP; Kapsule: the apiserver endpoint; kubeadm: the control
-	// plane nodes) and need listing only when BlockedEgressCIDRs would cover them: the egress rules add up.
+	// plane nodes) and need listing only when blocked CIDRs would cover them: the egress rules add up.
 	APIServerCIDRs []string
 	// APIServerPorts default to DefaultAPIServerPorts.
 	APIServerPorts []int
@@ -60,9 +59,29 @@ type networkConfig struct {
 	cilium               bool
 }
 
-func (n NetworkArgs) resolve() (networkConfig, error) {
+// Validate checks the shared settings.
+func (n NetworkArgs) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, c := range n.APIServerCIDRs {
+		errs = append(errs, validateCIDR(path.Child("apiServerCIDRs").Index(i), c)...)
+	}
+	for i, p := range n.APIServerPorts {
+		if p < 1 || p > 65535 {
+			errs = append(errs, field.Invalid(path.Child("apiServerPorts").Index(i), p, "must be a port between 1 and 65535"))
+		}
+	}
+	for i, ns := range n.IngressFromNamespaces {
+		errs = append(errs, fieldcheck.DNSLabel(path.Child("ingressFromNamespaces").Index(i), ns, validation.DNS1123LabelMaxLength)...)
+	}
+	return errs
+}
+
+// policyConfig is what a tenant's policies need: the shared settings plus the tenant's own blocked CIDRs, which
+// must be valid (validateBlockedCIDR).
+func (n NetworkArgs) policyConfig(blocked []string) networkConfig {
 	cfg := networkConfig{
 		blockedV4:      []string{MetadataCIDR},
+		apiServerCIDRs: n.APIServerCIDRs,
 		apiServerPorts: n.APIServerPorts,
 		ingressFrom:    n.IngressFromNamespaces,
 		cilium:         n.CiliumAPIServerAccess,
@@ -70,51 +89,38 @@ func (n NetworkArgs) resolve() (networkConfig, error) {
 	if len(cfg.apiServerPorts) == 0 {
 		cfg.apiServerPorts = DefaultAPIServerPorts
 	}
-	var errs []error
-	for _, c := range n.BlockedEgressCIDRs {
-		p, err := parseCIDR("blocked egress CIDR", c)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case p.Bits() == 0:
-			// ipBlock.except must lie strictly inside the allowed range.
-			errs = append(errs, fmt.Errorf("blocked egress CIDR %q would block all egress", c))
-		case p.Addr().Is4():
+	for _, c := range blocked {
+		if netip.MustParsePrefix(c).Addr().Is4() {
 			cfg.blockedV4 = append(cfg.blockedV4, c)
-		default:
+		} else {
 			cfg.blockedV6 = append(cfg.blockedV6, c)
 		}
 	}
-	for _, c := range n.APIServerCIDRs {
-		if _, err := parseCIDR("API server CIDR", c); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		cfg.apiServerCIDRs = append(cfg.apiServerCIDRs, c)
-	}
-	for _, p := range cfg.apiServerPorts {
-		if p < 1 || p > 65535 {
-			errs = append(errs, fmt.Errorf("API server port %d is not between 1 and 65535", p))
-		}
-	}
-	for _, ns := range n.IngressFromNamespaces {
-		if len(ns) > 63 || !dnsLabel.MatchString(ns) {
-			errs = append(errs, fmt.Errorf("ingress namespace %q is not a namespace name", ns))
-		}
-	}
-	return cfg, errors.Join(errs...)
+	return cfg
 }
 
-// parseCIDR accepts only canonical prefixes (no host bits), as the API server's strict CIDR validation does.
-func parseCIDR(what, c string) (netip.Prefix, error) {
+// validateCIDR accepts only canonical prefixes (no host bits), as the API server's strict CIDR validation does.
+func validateCIDR(path *field.Path, c string) field.ErrorList {
 	p, err := netip.ParsePrefix(c)
 	if err != nil {
-		return p, fmt.Errorf("%s %q is not a CIDR", what, c)
+		return field.ErrorList{field.Invalid(path, c, "must be a CIDR such as 10.0.0.0/8 or fd00::/8")}
 	}
 	if p != p.Masked() {
-		return p, fmt.Errorf("%s %q has host bits set; use %s", what, c, p.Masked())
+		return field.ErrorList{field.Invalid(path, c, fmt.Sprintf("has host bits set; use %s", p.Masked()))}
 	}
-	return p, nil
+	return nil
+}
+
+// validateBlockedCIDR is validateCIDR plus: ipBlock.except must lie strictly inside the allowed range, so a /0
+// cannot be blocked.
+func validateBlockedCIDR(path *field.Path, c string) field.ErrorList {
+	if errs := validateCIDR(path, c); len(errs) > 0 {
+		return errs
+	}
+	if netip.MustParsePrefix(c).Bits() == 0 {
+		return field.ErrorList{field.Invalid(path, c, "would block all egress")}
+	}
+	return nil
 }
 
 type networkPolicy struct {

@@ -3,6 +3,7 @@ package tenancy
 import (
 	"testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,16 +12,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-func networkPoliciesOf(t *testing.T, network NetworkArgs) (map[string]*networkingv1.NetworkPolicy, *mocktest.Recorder) {
+func networkPoliciesOf(t *testing.T, network NetworkArgs, blocked ...string) (map[string]*networkingv1.NetworkPolicy, *mocktest.Recorder) {
 	t.Helper()
 	args := teamA()
-	args.Network = network
+	args.Network, args.BlockedEgressCIDRs = network, blocked
 	rec := runPlatform(t, testClasses, args)
 	out := map[string]*networkingv1.NetworkPolicy{}
 	for _, reg := range rec.ByType(netpolType) {
 		childOf(t, reg, tenantType)
 		np := decode[networkingv1.NetworkPolicy](t, reg)
-		assert.Equal(t, Namespace("team-a"), np.Namespace)
+		assert.Equal(t, naming.Namespace("team-a"), np.Namespace)
 		assert.Empty(t, np.Spec.PodSelector.MatchLabels, "%s must select every pod", np.Name)
 		out[np.Name] = np
 	}
@@ -98,7 +99,7 @@ func ipBlocks(t *testing.T, np *networkingv1.NetworkPolicy) map[string][]string 
 }
 
 func TestNetworkPoliciesBlockedEgressSplitByFamily(t *testing.T) {
-	nps, _ := networkPoliciesOf(t, NetworkArgs{BlockedEgressCIDRs: []string{"10.0.0.0/8", "fd20:ce::254/128"}})
+	nps, _ := networkPoliciesOf(t, NetworkArgs{}, "10.0.0.0/8", "fd20:ce::254/128")
 	assert.Equal(t, map[string][]string{
 		"0.0.0.0/0": {MetadataCIDR, "10.0.0.0/8"},
 		"::/0":      {"fd20:ce::254/128"},
@@ -145,7 +146,7 @@ func TestCiliumAPIServerPolicy(t *testing.T) {
 	reg := get(t, rec, ciliumType, "team-a-allow-egress-kube-apiserver")
 	childOf(t, reg, tenantType)
 	in := reg.Inputs.Mappable()
-	assert.Equal(t, Namespace("team-a"), in["metadata"].(map[string]any)["namespace"])
+	assert.Equal(t, naming.Namespace("team-a"), in["metadata"].(map[string]any)["namespace"])
 	assert.Equal(t, map[string]any{
 		"endpointSelector": map[string]any{},
 		"egress": []any{map[string]any{

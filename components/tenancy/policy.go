@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	admissionv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/admissionregistration/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -13,10 +14,11 @@ import (
 // (the policy's params) and never changes policy code.
 const (
 	// EntitlementPolicyName denies ResourceClaims and ResourceClaimTemplates that name a DeviceClass outside the
-	// tenant's grant, or ask for adminAccess. Each tenant binds it with its own grants (see EntitlementBinding).
+	// tenant's grant, or ask for adminAccess. Each tenant binds it with its own grants (see naming.EntitlementPolicy).
 	EntitlementPolicyName = "gpu-tenancy-device-entitlements"
 	// ExtendedResourcePolicyName denies pods in tenant namespaces that request GPUs as extended resources, a path
-	// that bypasses claims and so the grant check (gpu-facts 5.1, gotcha 17).
+	// that bypasses claims and so the grant check (k8s.io/api v0.34.4 resource/v1/types.go
+	// DeviceClassSpec.ExtendedResourceName, ResourceDeviceClassPrefix).
 	ExtendedResourcePolicyName = "gpu-tenancy-no-gpu-extended-resources"
 )
 
@@ -30,7 +32,8 @@ const grantedValue = "granted"
 
 // gpuExtendedResourcePrefixes are the extended-resource names that reach GPUs without a claim: the driver class's
 // extendedResourceName nvidia.com/gpu (and the device plugin's nvidia.com/* names) and DRA's implicit
-// deviceclass.resource.kubernetes.io/<class> (gpu-facts 5.1).
+// deviceclass.resource.kubernetes.io/<class> (k8s.io/api v0.34.4 resource/v1/types.go ResourceDeviceClassPrefix;
+// dra-driver-nvidia-gpu v0.4.0 templates/deviceclass-gpu.yaml extendedResourceName).
 var gpuExtendedResourcePrefixes = []string{"nvidia.com/", "deviceclass.resource.kubernetes.io/"}
 
 type celVariable struct{ name, expression string }
@@ -56,7 +59,8 @@ func label(obj, key string) string {
 }
 
 // entitlementPolicy checks every field that names a DeviceClass in resource.k8s.io/v1: exactly.deviceClassName and
-// firstAvailable[*].deviceClassName, in claims and in templates (gpu-facts 5.1). Requests in v1beta1/v1beta2 are
+// firstAvailable[*].deviceClassName, in claims and in templates (k8s.io/api v0.34.4 resource/v1/types.go DeviceRequest,
+// ExactDeviceRequest, DeviceSubRequest). Requests in v1beta1/v1beta2 are
 // converted to v1 before the check because of matchPolicy Equivalent (k8s.io/apiserver v0.34.4
 // pkg/admission/plugin/policy/matching/matching.go matchesResourceRules, validating/dispatcher.go
 // NewVersionedAttributes). params is the tenant's grants ConfigMap: one data key per granted class.
@@ -65,7 +69,7 @@ var entitlementPolicy = admissionPolicy{
 	rules:  []admissionRule{{group: "resource.k8s.io", version: "v1", resources: []string{"resourceclaims", "resourceclaimtemplates"}}},
 	params: true,
 	variables: []celVariable{
-		{"tenant", label("params", TenantNamespaceLabel) + ".orValue(params.metadata.name)"},
+		{"tenant", label("params", naming.TenantNamespaceLabel) + ".orValue(params.metadata.name)"},
 		{"granted", "params.?data.orValue({})"},
 		{"spec", "request.resource.resource == 'resourceclaimtemplates' ? object.spec.spec : object.spec"},
 		// requests has no omitempty in k8s.io/api resource/v1, so an empty list arrives as null.
@@ -82,7 +86,7 @@ var entitlementPolicy = admissionPolicy{
 		{
 			expression: "size(variables.deniedClasses) == 0",
 			messageExpression: "'tenant ' + variables.tenant + ' is not granted DeviceClass ' + variables.deniedClasses.join(', ') + " +
-				celString("; its classes are the DeviceClasses labelled "+ClassTenantLabelPrefix) + " + variables.tenant + '=true'",
+				celString("; its classes are the DeviceClasses labelled "+naming.ClassTenantLabelPrefix) + " + variables.tenant + '=true'",
 			reason: "Forbidden",
 		},
 		{
@@ -100,7 +104,7 @@ var extendedResourcePolicy = admissionPolicy{
 	name:  ExtendedResourcePolicyName,
 	rules: []admissionRule{{group: "", version: "v1", resources: []string{"pods"}}},
 	variables: []celVariable{
-		{"tenant", label("namespaceObject", TenantNamespaceLabel) + ".orValue(namespaceObject.metadata.name)"},
+		{"tenant", label("namespaceObject", naming.TenantNamespaceLabel) + ".orValue(namespaceObject.metadata.name)"},
 		{"prefixes", celList(gpuExtendedResourcePrefixes)},
 		{"offending", "(object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([]))" +
 			".filter(c, [c.?resources.?requests.orValue({}), c.?resources.?limits.orValue({})]" +
@@ -170,7 +174,7 @@ func (p admissionPolicy) args() *admissionv1.ValidatingAdmissionPolicyArgs {
 
 // managedLabels returns extra plus the managed-by label.
 func managedLabels(extra map[string]string) pulumi.StringMap {
-	m := pulumi.StringMap{ManagedByLabel: pulumi.String(ManagedBy)}
+	m := pulumi.StringMap{naming.ManagedByLabel: pulumi.String(naming.ManagedBy)}
 	for k, v := range extra {
 		m[k] = pulumi.String(v)
 	}

@@ -3,6 +3,7 @@ package tenancy
 import (
 	"context"
 	"fmt"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
 	"slices"
 	"testing"
@@ -359,11 +360,11 @@ func TestEntitlementPolicyDeniesWhenGrantsAreMissing(t *testing.T) {
 	h := newHarness(t, runPlatform(t, testClasses, teamA(), teamB()))
 	delete(h.params, SystemNamespace+"/"+GrantsConfigMap("team-a"))
 	obj := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "test", Namespace: "vcluster-team-a"}, Spec: claimSpec(exactly("gpu", "a100"))}
-	assert.Equal(t, []string{"no params found for binding " + EntitlementBinding("team-a")}, h.create(t, "vcluster-team-a", claimGVK, claimGVR, obj))
+	assert.Equal(t, []string{"no params found for binding " + naming.EntitlementPolicy("team-a")}, h.create(t, "vcluster-team-a", claimGVK, claimGVR, obj))
 }
 
 func TestEntitlementPolicyDeniesEverythingToATenantWithoutGrants(t *testing.T) {
-	h := newHarness(t, runPlatform(t, testClasses, TenantArgs{Name: "team-c", CPU: "1", Memory: "1Gi"}))
+	h := newHarness(t, runPlatform(t, testClasses, TenantArgs{Name: "team-c", CPUQuota: "1", MemoryQuota: "1Gi"}))
 	obj := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "test", Namespace: "vcluster-team-c"}, Spec: claimSpec(exactly("gpu", "a100"))}
 	assertDenied(t, h.create(t, "vcluster-team-c", claimGVK, claimGVR, obj), []string{"tenant team-c is not granted DeviceClass a100"})
 }

@@ -6,11 +6,14 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	admissionv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/admissionregistration/v1"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // ContainerResources are CPU and memory quantities ("500m", "1Gi"); empty means unset.
@@ -26,27 +29,57 @@ var (
 	DefaultContainerLimit   = ContainerResources{Memory: "512Mi"}
 )
 
-// TenantArgs configure one tenant's host-side guard rails.
+// SystemNamespace holds the platform-owned grants; tenants and vCluster syncers have no access to it, so a tenant
+// cannot widen its own grant.
+const SystemNamespace = "gpu-tenancy-system"
+
+// GrantsConfigMap is the name of a tenant's grants ConfigMap in SystemNamespace, the entitlement policy's params.
+func GrantsConfigMap(tenant string) string { return "grants-" + tenant }
+
+// Tenant defaults for a stack's `tenants[]` entries.
+const (
+	DefaultCPUQuota    = "16"
+	DefaultMemoryQuota = "64Gi"
+)
+
+// TenantArgs configure one tenant's host-side guard rails. A stack's `tenants[]` entry decodes into the tagged fields;
+// the cluster-wide ones are set by the caller.
 type TenantArgs struct {
-	// Name is the tenant; a DNS label of at most 54 characters.
-	Name string
-	// Catalog is the GPU catalog: the tenant binds its entitlement policy and keeps its grants in its system namespace.
-	Catalog *Catalog
-	// Classes are the granted class names. Empty means the classes the catalog grants the tenant; when set it must
-	// name exactly those, so the grant is written in one place (GPUClass.Tenants) and checked here.
-	Classes []string
-	// DeviceQuota caps the devices the tenant may hold per granted class; every granted class needs an entry.
-	DeviceQuota map[string]int
-	// CPU and Memory cap the namespace's CPU requests and memory requests and limits ("16", "64Gi"). The
+	// Name is the tenant; see ValidateTenantName.
+	Name string `json:"name"`
+	// Classes are the granted class names; each must be a class of the catalog.
+	Classes []string `json:"classes"`
+	// GPUQuota caps the devices the tenant may hold per granted class; every granted class needs an entry.
+	GPUQuota map[string]int `json:"gpuQuota"`
+	// CPUQuota and MemoryQuota cap the namespace's CPU requests and memory requests and limits ("16", "64Gi"). The
 	// vCluster's own control plane runs in the namespace and counts against them.
-	CPU    string
-	Memory string
+	CPUQuota    string `json:"cpuQuota"`
+	MemoryQuota string `json:"memoryQuota"`
+	// BlockedEgressCIDRs are further destinations the tenant's pods may not reach, besides the cloud metadata
+	// endpoints (node or VPC ranges); IPv4 and IPv6 both work.
+	BlockedEgressCIDRs []string `json:"blockedEgressCIDRs"`
+
 	// DefaultRequest and DefaultLimit are the LimitRange defaults for containers; empty fields take
 	// DefaultContainerRequest and DefaultContainerLimit.
-	DefaultRequest ContainerResources
-	DefaultLimit   ContainerResources
-	// Network configures the namespace's network policies.
-	Network NetworkArgs
+	DefaultRequest ContainerResources `json:"-"`
+	DefaultLimit   ContainerResources `json:"-"`
+	// Network holds the cluster-wide network settings every tenant shares.
+	Network NetworkArgs `json:"-"`
+	// Catalog is the GPU catalog whose entitlement policy the tenant binds.
+	Catalog *Catalog `json:"-"`
+}
+
+// WithDefaults returns the args with empty quotas and container defaults filled in.
+func (a TenantArgs) WithDefaults() TenantArgs {
+	if a.CPUQuota == "" {
+		a.CPUQuota = DefaultCPUQuota
+	}
+	if a.MemoryQuota == "" {
+		a.MemoryQuota = DefaultMemoryQuota
+	}
+	a.DefaultRequest = withDefaults(a.DefaultRequest, DefaultContainerRequest)
+	a.DefaultLimit = withDefaults(a.DefaultLimit, DefaultContainerLimit)
+	return a
 }
 
 // Tenant is one tenant's host namespace with its grants, entitlement binding, quota, defaults and network policies.
@@ -65,87 +98,55 @@ type Tenant struct {
 	Admission []pulumi.Resource
 }
 
-type tenantConfig struct {
-	name           string
-	classes        []string
-	quota          map[string]int
-	cpu, memory    string
-	defaultRequest ContainerResources
-	defaultLimit   ContainerResources
-	network        networkConfig
-}
-
-// Validate reports every problem with the args against the catalog's classes, without creating anything, so a
-// config loader can check tenants before the catalog exists. Catalog itself is not checked.
-func (a *TenantArgs) Validate(classes []GPUClass) error {
-	_, err := a.resolve(classes)
-	return err
-}
-
-func (a *TenantArgs) resolve(catalog []GPUClass) (*tenantConfig, error) {
-	cfg := &tenantConfig{
-		name: a.Name, quota: a.DeviceQuota, cpu: a.CPU, memory: a.Memory,
-		defaultRequest: withDefaults(a.DefaultRequest, DefaultContainerRequest),
-		defaultLimit:   withDefaults(a.DefaultLimit, DefaultContainerLimit),
-	}
-	var errs []error
-	if err := ValidateTenantName(a.Name); err != nil {
-		errs = append(errs, err)
-	}
-	classes, err := a.grantedClasses(catalog)
-	cfg.classes = classes
-	errs = append(errs, err)
-	for _, class := range cfg.classes {
-		if _, ok := a.DeviceQuota[class]; !ok {
-			errs = append(errs, fmt.Errorf("device quota for granted class %q is missing", class))
+// Validate checks the tenant's own settings (after defaults) at path, the tenant's `tenants[i]` entry: the grant
+// against the catalog is checked by ValidateGrant. It is the single owner of a tenant's rules.
+func (a *TenantArgs) Validate(path *field.Path) field.ErrorList {
+	d := a.WithDefaults()
+	errs := ValidateTenantName(path.Child("name"), a.Name)
+	for j, class := range a.Classes {
+		if slices.Contains(a.Classes[:j], class) {
+			errs = append(errs, field.Duplicate(path.Child("classes").Index(j), class))
+		}
+		if _, ok := a.GPUQuota[class]; !ok {
+			errs = append(errs, field.Required(path.Child("gpuQuota").Child(class),
+				"a device quota (how many devices of this class the tenant may hold) for every granted class"))
 		}
 	}
-	for _, class := range slices.Sorted(maps.Keys(a.DeviceQuota)) {
-		if n := a.DeviceQuota[class]; n < 0 {
-			errs = append(errs, fmt.Errorf("device quota for class %q is %d, must not be negative", class, n))
-		}
-		if !slices.Contains(cfg.classes, class) {
-			errs = append(errs, fmt.Errorf("device quota names class %q, which is not granted to the tenant", class))
-		}
-	}
-	errs = append(errs,
-		parseQuantity("CPU quota", a.CPU, true), parseQuantity("memory quota", a.Memory, true),
-		parseQuantity("default CPU request", cfg.defaultRequest.CPU, false),
-		parseQuantity("default memory request", cfg.defaultRequest.Memory, false),
-		parseQuantity("default CPU limit", cfg.defaultLimit.CPU, false),
-		parseQuantity("default memory limit", cfg.defaultLimit.Memory, false),
-		notAbove("default CPU request", cfg.defaultRequest.CPU, "default CPU limit", cfg.defaultLimit.CPU),
-		notAbove("default memory request", cfg.defaultRequest.Memory, "default memory limit", cfg.defaultLimit.Memory),
-	)
-	network, err := a.Network.resolve()
-	cfg.network = network
-	errs = append(errs, err)
-	return cfg, errors.Join(errs...)
-}
-
-// grantedClasses checks Classes against the catalog's grants and returns the granted classes.
-func (a *TenantArgs) grantedClasses(catalog []GPUClass) ([]string, error) {
-	granted := grantedTo(catalog, a.Name)
-	if a.Classes == nil {
-		return granted, nil
-	}
-	var errs []error
-	for i, class := range a.Classes {
-		switch {
-		case slices.Contains(a.Classes[:i], class):
-			errs = append(errs, fmt.Errorf("class %q is listed twice", class))
-		case !slices.ContainsFunc(catalog, func(c GPUClass) bool { return c.Name == class }):
-			errs = append(errs, fmt.Errorf("class %q is not in the catalog", class))
-		case !slices.Contains(granted, class):
-			errs = append(errs, fmt.Errorf("class %q does not list tenant %q in its Tenants", class, a.Name))
-		}
-	}
-	for _, class := range granted {
+	for _, class := range slices.Sorted(maps.Keys(a.GPUQuota)) {
+		qp := path.Child("gpuQuota").Child(class)
 		if !slices.Contains(a.Classes, class) {
-			errs = append(errs, fmt.Errorf("the catalog grants class %q to tenant %q but Classes omits it", class, a.Name))
+			errs = append(errs, field.Invalid(qp, a.GPUQuota[class], fmt.Sprintf("class %q is not granted to this tenant (%s)", class, path.Child("classes"))))
+		}
+		if a.GPUQuota[class] < 0 {
+			errs = append(errs, field.Invalid(qp, a.GPUQuota[class], "must be 0 or more"))
 		}
 	}
-	return granted, errors.Join(errs...)
+	errs = append(errs, fieldcheck.Quantity(path.Child("cpuQuota"), d.CPUQuota, true)...)
+	errs = append(errs, fieldcheck.Quantity(path.Child("memoryQuota"), d.MemoryQuota, true)...)
+	errs = append(errs, validateContainerDefaults(path, d.DefaultRequest, d.DefaultLimit)...)
+	for j, c := range a.BlockedEgressCIDRs {
+		errs = append(errs, validateBlockedCIDR(path.Child("blockedEgressCIDRs").Index(j), c)...)
+	}
+	return errs
+}
+
+// validateContainerDefaults checks the LimitRange defaults: quantities, and no default request above its default
+// limit, which the API server would reject on every pod that takes both defaults.
+func validateContainerDefaults(path *field.Path, req, lim ContainerResources) field.ErrorList {
+	var errs field.ErrorList
+	for _, q := range []struct {
+		field, request, limit string
+	}{{"cpu", req.CPU, lim.CPU}, {"memory", req.Memory, lim.Memory}} {
+		rp, lp := path.Child("defaultRequest", q.field), path.Child("defaultLimit", q.field)
+		errs = append(errs, fieldcheck.Quantity(rp, q.request, true)...)
+		errs = append(errs, fieldcheck.Quantity(lp, q.limit, true)...)
+		r, errR := resource.ParseQuantity(q.request)
+		l, errL := resource.ParseQuantity(q.limit)
+		if q.request != "" && q.limit != "" && errR == nil && errL == nil && r.Cmp(l) > 0 {
+			errs = append(errs, field.Invalid(rp, q.request, fmt.Sprintf("must not be above the default limit %s", q.limit)))
+		}
+	}
+	return errs
 }
 
 func withDefaults(r, def ContainerResources) ContainerResources {
@@ -158,30 +159,6 @@ func withDefaults(r, def ContainerResources) ContainerResources {
 	return r
 }
 
-func parseQuantity(what, q string, required bool) error {
-	if q == "" {
-		if required {
-			return fmt.Errorf("%s is required", what)
-		}
-		return nil
-	}
-	if _, err := resource.ParseQuantity(q); err != nil {
-		return fmt.Errorf("%s %q is not a Kubernetes quantity", what, q)
-	}
-	return nil
-}
-
-// notAbove reports a default request above its default limit, which the API server would reject on every pod that
-// takes both defaults.
-func notAbove(reqWhat, req, limWhat, lim string) error {
-	r, errR := resource.ParseQuantity(req)
-	l, errL := resource.ParseQuantity(lim)
-	if req == "" || lim == "" || errR != nil || errL != nil || r.Cmp(l) <= 0 {
-		return nil
-	}
-	return fmt.Errorf("%s %s is above the %s %s", reqWhat, req, limWhat, lim)
-}
-
 // NewTenant creates the tenant's grants and entitlement binding first and its namespace after them, then the
 // namespace's quota, container defaults and network policies. Tenants depend on the catalog only, never on each other.
 func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulumi.ResourceOption) (*Tenant, error) {
@@ -191,24 +168,26 @@ func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulum
 	if args.Catalog == nil {
 		return nil, fmt.Errorf("creating tenant %q: catalog is required", args.Name)
 	}
-	cfg, err := args.resolve(args.Catalog.classes)
-	if err != nil {
-		return nil, fmt.Errorf("creating tenant %q: %w", args.Name, err)
+	errs := args.Validate(field.NewPath("tenant"))
+	errs = append(errs, args.Network.Validate(field.NewPath("network"))...)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("creating tenant %q: %w", args.Name, errs.ToAggregate())
 	}
-	t := &Tenant{Name: cfg.name}
+	cfg := args.WithDefaults()
+	t := &Tenant{Name: cfg.Name}
 	if err := ctx.RegisterComponentResource("gpu-tenancy:tenancy:Tenant", name, t, opts...); err != nil {
-		return nil, fmt.Errorf("registering tenant %q: %w", cfg.name, err)
+		return nil, fmt.Errorf("registering tenant %q: %w", cfg.Name, err)
 	}
 
-	binding, err := newEntitlementBinding(ctx, name, cfg, args.Catalog, t)
+	binding, err := newEntitlementBinding(ctx, name, &cfg, t)
 	if err != nil {
 		return nil, err
 	}
-	nsName := Namespace(cfg.name)
+	nsName := naming.Namespace(cfg.Name)
 	ns, err := corev1.NewNamespace(ctx, name+"-namespace", &corev1.NamespaceArgs{
 		Metadata: &metav1.ObjectMetaArgs{
 			Name:   pulumi.String(nsName),
-			Labels: managedLabels(map[string]string{TenantNamespaceLabel: cfg.name}),
+			Labels: managedLabels(map[string]string{naming.TenantNamespaceLabel: cfg.Name}),
 		},
 	}, pulumi.Parent(t), pulumi.DependsOn([]pulumi.Resource{binding}))
 	if err != nil {
@@ -216,20 +195,20 @@ func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulum
 	}
 	namespace := ns.Metadata.Name().Elem()
 
-	if t.Admission, err = newQuota(ctx, name, cfg, namespace, t); err != nil {
+	if t.Admission, err = newQuota(ctx, name, &cfg, namespace, t); err != nil {
 		return nil, err
 	}
-	if err := newNetworkPolicies(ctx, name, cfg.network, namespace, t); err != nil {
+	if err := newNetworkPolicies(ctx, name, cfg.Network.policyConfig(cfg.BlockedEgressCIDRs), namespace, t); err != nil {
 		return nil, err
 	}
 
 	t.Namespace = namespace
-	t.Classes = pulumi.ToStringArray(cfg.classes).ToStringArrayOutput()
+	t.Classes = pulumi.ToStringArray(cfg.Classes).ToStringArrayOutput()
 	if err := ctx.RegisterResourceOutputs(t, pulumi.Map{
 		"namespace": t.Namespace,
 		"classes":   t.Classes,
 	}); err != nil {
-		return nil, fmt.Errorf("registering tenant %q outputs: %w", cfg.name, err)
+		return nil, fmt.Errorf("registering tenant %q outputs: %w", cfg.Name, err)
 	}
 	return t, nil
 }
@@ -237,28 +216,29 @@ func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulum
 // newEntitlementBinding writes the tenant's grants into the platform-owned system namespace, never the tenant's
 // own (the vCluster syncer writes there), and binds the entitlement policy to the tenant's namespace with them.
 // A missing grants ConfigMap denies (parameterNotFoundAction Deny).
-func newEntitlementBinding(ctx *pulumi.Context, name string, cfg *tenantConfig, catalog *Catalog, parent pulumi.Resource) (pulumi.Resource, error) {
+func newEntitlementBinding(ctx *pulumi.Context, name string, cfg *TenantArgs, parent pulumi.Resource) (pulumi.Resource, error) {
+	catalog := cfg.Catalog
 	grants := pulumi.StringMap{}
-	for _, class := range cfg.classes {
+	for _, class := range cfg.Classes {
 		grants[class] = pulumi.String(grantedValue)
 	}
-	cmName := GrantsConfigMap(cfg.name)
+	cmName := GrantsConfigMap(cfg.Name)
 	cm, err := corev1.NewConfigMap(ctx, name+"-grants", &corev1.ConfigMapArgs{
 		Metadata: &metav1.ObjectMetaArgs{
 			Name:      pulumi.String(cmName),
 			Namespace: catalog.SystemNamespace,
-			Labels:    managedLabels(map[string]string{TenantNamespaceLabel: cfg.name}),
+			Labels:    managedLabels(map[string]string{naming.TenantNamespaceLabel: cfg.Name}),
 		},
 		Data: grants,
 	}, pulumi.Parent(parent))
 	if err != nil {
 		return nil, fmt.Errorf("creating grants ConfigMap %q: %w", cmName, err)
 	}
-	bindingName := EntitlementBinding(cfg.name)
+	bindingName := naming.EntitlementPolicy(cfg.Name)
 	binding, err := admissionv1.NewValidatingAdmissionPolicyBinding(ctx, name+"-entitlements", &admissionv1.ValidatingAdmissionPolicyBindingArgs{
 		Metadata: &metav1.ObjectMetaArgs{
 			Name:   pulumi.String(bindingName),
-			Labels: managedLabels(map[string]string{TenantNamespaceLabel: cfg.name}),
+			Labels: managedLabels(map[string]string{naming.TenantNamespaceLabel: cfg.Name}),
 		},
 		Spec: &admissionv1.ValidatingAdmissionPolicyBindingSpecArgs{
 			PolicyName:        catalog.EntitlementPolicy,
@@ -270,7 +250,7 @@ func newEntitlementBinding(ctx *pulumi.Context, name string, cfg *tenantConfig, 
 			},
 			MatchResources: &admissionv1.MatchResourcesArgs{
 				NamespaceSelector: &metav1.LabelSelectorArgs{
-					MatchLabels: pulumi.StringMap{TenantNamespaceLabel: pulumi.String(cfg.name)},
+					MatchLabels: pulumi.StringMap{naming.TenantNamespaceLabel: pulumi.String(cfg.Name)},
 				},
 			},
 		},
@@ -283,39 +263,34 @@ func newEntitlementBinding(ctx *pulumi.Context, name string, cfg *tenantConfig, 
 
 // newQuota caps CPU, memory and each granted class's devices, and sets container defaults so pods without resources
 // still fit the quota. Foreign classes need no zero quota: the entitlement policy already denies them.
-func newQuota(ctx *pulumi.Context, name string, cfg *tenantConfig, namespace pulumi.StringOutput, parent pulumi.Resource) ([]pulumi.Resource, error) {
+func newQuota(ctx *pulumi.Context, name string, cfg *TenantArgs, namespace pulumi.StringOutput, parent pulumi.Resource) ([]pulumi.Resource, error) {
 	hard := pulumi.StringMap{
-		"requests.cpu":    pulumi.String(cfg.cpu),
-		"requests.memory": pulumi.String(cfg.memory),
-		"limits.memory":   pulumi.String(cfg.memory),
+		"requests.cpu":    pulumi.String(cfg.CPUQuota),
+		"requests.memory": pulumi.String(cfg.MemoryQuota),
+		"limits.memory":   pulumi.String(cfg.MemoryQuota),
 	}
-	for _, class := range cfg.classes {
-		hard[DeviceQuotaKey(class)] = pulumi.String(fmt.Sprint(cfg.quota[class]))
+	for _, class := range cfg.Classes {
+		hard[naming.DeviceQuotaKey(class)] = pulumi.String(fmt.Sprint(cfg.GPUQuota[class]))
 	}
 	quota, err := corev1.NewResourceQuota(ctx, name+"-quota", &corev1.ResourceQuotaArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String("tenant-quota"), Namespace: namespace, Labels: managedLabels(nil)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.TenantQuota), Namespace: namespace, Labels: managedLabels(nil)},
 		Spec:     &corev1.ResourceQuotaSpecArgs{Hard: hard},
 	}, pulumi.Parent(parent))
 	if err != nil {
-		return nil, fmt.Errorf("creating ResourceQuota in %q: %w", Namespace(cfg.name), err)
+		return nil, fmt.Errorf("creating ResourceQuota in %q: %w", naming.Namespace(cfg.Name), err)
 	}
 	limits, err := corev1.NewLimitRange(ctx, name+"-limits", &corev1.LimitRangeArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String("container-defaults"), Namespace: namespace, Labels: managedLabels(nil)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.ContainerDefaults), Namespace: namespace, Labels: managedLabels(nil)},
 		Spec: &corev1.LimitRangeSpecArgs{Limits: corev1.LimitRangeItemArray{corev1.LimitRangeItemArgs{
 			Type:           pulumi.String("Container"),
-			DefaultRequest: resourceMap(cfg.defaultRequest),
-			Default:        resourceMap(cfg.defaultLimit),
+			DefaultRequest: resourceMap(cfg.DefaultRequest),
+			Default:        resourceMap(cfg.DefaultLimit),
 		}}},
 	}, pulumi.Parent(parent))
 	if err != nil {
-		return nil, fmt.Errorf("creating LimitRange in %q: %w", Namespace(cfg.name), err)
+		return nil, fmt.Errorf("creating LimitRange in %q: %w", naming.Namespace(cfg.Name), err)
 	}
 	return []pulumi.Resource{quota, limits}, nil
-}
-
-// DeviceQuotaKey is the ResourceQuota key that caps the devices of one DeviceClass (gpu-facts 5.3).
-func DeviceQuotaKey(class string) string {
-	return class + ".deviceclass.resource.k8s.io/devices"
 }
 
 func resourceMap(r ContainerResources) pulumi.StringMap {

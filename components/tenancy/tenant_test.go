@@ -4,29 +4,33 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func teamA() TenantArgs {
 	return TenantArgs{
 		Name:        "team-a",
-		DeviceQuota: map[string]int{"a100": 2, "a100-1g.5gb": 7},
-		CPU:         "16",
-		Memory:      "64Gi",
+		Classes:     []string{"a100", "a100-1g.5gb"},
+		GPUQuota:    map[string]int{"a100": 2, "a100-1g.5gb": 7},
+		CPUQuota:    "16",
+		MemoryQuota: "64Gi",
 	}
 }
 
 func teamB() TenantArgs {
 	return TenantArgs{
 		Name:        "team-b",
-		DeviceQuota: map[string]int{"a100-1g.5gb": 3, "l4": 1},
-		CPU:         "8",
-		Memory:      "32Gi",
+		Classes:     []string{"a100-1g.5gb", "l4"},
+		GPUQuota:    map[string]int{"a100-1g.5gb": 3, "l4": 1},
+		CPUQuota:    "8",
+		MemoryQuota: "32Gi",
 	}
 }
 
@@ -34,8 +38,8 @@ func TestTenantNamespace(t *testing.T) {
 	rec := runPlatform(t, testClasses, teamA())
 	ns := child[corev1.Namespace](t, rec, namespaceType, "team-a-namespace", tenantType)
 	assert.Equal(t, "vcluster-team-a", ns.Name)
-	assert.Equal(t, Namespace("team-a"), ns.Name)
-	assert.Equal(t, "team-a", ns.Labels[TenantNamespaceLabel])
+	assert.Equal(t, naming.Namespace("team-a"), ns.Name)
+	assert.Equal(t, "team-a", ns.Labels[naming.TenantNamespaceLabel])
 	binding := get(t, rec, bindingType, "team-a-entitlements")
 	assert.Contains(t, get(t, rec, namespaceType, "team-a-namespace").Dependencies, binding.URN,
 		"the namespace must not exist before its entitlement binding")
@@ -55,7 +59,7 @@ func TestTenantGrantsLiveInTheSystemNamespace(t *testing.T) {
 			cm := child[corev1.ConfigMap](t, rec, configMapType, tt.tenant.Name+"-grants", tenantType)
 			assert.Equal(t, GrantsConfigMap(tt.tenant.Name), cm.Name)
 			assert.Equal(t, SystemNamespace, cm.Namespace, "grants must not live where the vCluster syncer writes")
-			assert.Equal(t, tt.tenant.Name, cm.Labels[TenantNamespaceLabel])
+			assert.Equal(t, tt.tenant.Name, cm.Labels[naming.TenantNamespaceLabel])
 			assert.Equal(t, tt.want, cm.Data)
 		})
 	}
@@ -67,7 +71,7 @@ func TestTenantEntitlementBinding(t *testing.T) {
 	for _, tenant := range []string{"team-a", "team-b"} {
 		t.Run(tenant, func(t *testing.T) {
 			b := child[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, rec, bindingType, tenant+"-entitlements", tenantType)
-			assert.Equal(t, EntitlementBinding(tenant), b.Name)
+			assert.Equal(t, naming.EntitlementPolicy(tenant), b.Name)
 			assert.Equal(t, EntitlementPolicyName, b.Spec.PolicyName)
 			assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
 			require.NotNil(t, b.Spec.ParamRef)
@@ -77,7 +81,7 @@ func TestTenantEntitlementBinding(t *testing.T) {
 			assert.Equal(t, admissionregistrationv1.DenyAction, *b.Spec.ParamRef.ParameterNotFoundAction)
 			require.NotNil(t, b.Spec.MatchResources)
 			require.NotNil(t, b.Spec.MatchResources.NamespaceSelector)
-			assert.Equal(t, map[string]string{TenantNamespaceLabel: tenant}, b.Spec.MatchResources.NamespaceSelector.MatchLabels)
+			assert.Equal(t, map[string]string{naming.TenantNamespaceLabel: tenant}, b.Spec.MatchResources.NamespaceSelector.MatchLabels)
 			assert.Empty(t, b.Spec.MatchResources.NamespaceSelector.MatchExpressions)
 		})
 	}
@@ -101,7 +105,7 @@ func TestTenantQuota(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.tenant.Name, func(t *testing.T) {
 			q := child[corev1.ResourceQuota](t, rec, quotaType, tt.tenant.Name+"-quota", tenantType)
-			assert.Equal(t, Namespace(tt.tenant.Name), q.Namespace)
+			assert.Equal(t, naming.Namespace(tt.tenant.Name), q.Namespace)
 			assert.Equal(t, tt.want, quantities(q.Spec.Hard))
 		})
 	}
@@ -139,7 +143,7 @@ func TestTenantLimitRange(t *testing.T) {
 			args.DefaultRequest, args.DefaultLimit = tt.req, tt.lim
 			rec := runPlatform(t, testClasses, args)
 			lr := child[corev1.LimitRange](t, rec, limitRangeType, "team-a-limits", tenantType)
-			assert.Equal(t, Namespace("team-a"), lr.Namespace)
+			assert.Equal(t, naming.Namespace("team-a"), lr.Namespace)
 			require.Len(t, lr.Spec.Limits, 1)
 			item := lr.Spec.Limits[0]
 			assert.Equal(t, corev1.LimitTypeContainer, item.Type)
@@ -164,11 +168,11 @@ func TestTenantOutputs(t *testing.T) {
 	}
 	got := make(chan outputs, 1)
 	err := mocktest.Run("test", func(ctx *pulumi.Context) error {
-		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: testClasses})
+		args := teamB()
+		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: testClasses, Grants: map[string][]string{"team-b": args.Classes}})
 		if err != nil {
 			return err
 		}
-		args := teamB()
 		args.Catalog = catalog
 		tenant, err := NewTenant(ctx, "team-b", &args)
 		if err != nil {
@@ -191,12 +195,13 @@ func TestTenantOutputs(t *testing.T) {
 	}
 }
 
-func TestTenantAcceptsExplicitClassesMatchingTheCatalog(t *testing.T) {
+func TestTenantDefaults(t *testing.T) {
 	args := teamA()
-	args.Classes = []string{"a100-1g.5gb", "a100"}
+	args.CPUQuota, args.MemoryQuota = "", ""
 	rec := runPlatform(t, testClasses, args)
-	cm := decode[corev1.ConfigMap](t, get(t, rec, configMapType, "team-a-grants"))
-	assert.Len(t, cm.Data, 2)
+	q := decode[corev1.ResourceQuota](t, get(t, rec, quotaType, "team-a-quota"))
+	assert.Equal(t, DefaultCPUQuota, quantities(q.Spec.Hard)["requests.cpu"])
+	assert.Equal(t, DefaultMemoryQuota, quantities(q.Spec.Hard)["limits.memory"])
 }
 
 func TestNewTenantRejectsInvalidArgs(t *testing.T) {
@@ -205,38 +210,34 @@ func TestNewTenantRejectsInvalidArgs(t *testing.T) {
 		edit    func(*TenantArgs)
 		wantErr []string
 	}{
-		{"bad name", func(a *TenantArgs) { a.Name = "Team_A" }, []string{`tenant name "Team_A"`}},
+		{"bad name", func(a *TenantArgs) { a.Name = "Team_A" }, []string{`"Team_A"`, "RFC 1123"}},
 		{"name too long for its namespace", func(a *TenantArgs) { a.Name = "a234567890123456789012345678901234567890123456789012345" },
-			[]string{"at most 54 characters"}},
-		{"class not granted in the catalog", func(a *TenantArgs) { a.Classes = []string{"a100", "a100-1g.5gb", "l4"} },
-			[]string{`class "l4" does not list tenant "team-a"`}},
+			[]string{"more than 54"}},
 		{"class not in the catalog", func(a *TenantArgs) { a.Classes = []string{"a100", "a100-1g.5gb", "h100"} },
-			[]string{`class "h100" is not in the catalog`}},
-		{"class granted by the catalog but omitted", func(a *TenantArgs) { a.Classes = []string{"a100"} },
-			[]string{`grants class "a100-1g.5gb" to tenant "team-a" but Classes omits it`}},
+			[]string{`Unsupported value: "h100"`}},
 		{"class listed twice", func(a *TenantArgs) { a.Classes = []string{"a100", "a100", "a100-1g.5gb"} },
-			[]string{`class "a100" is listed twice`}},
-		{"quota missing for a granted class", func(a *TenantArgs) { delete(a.DeviceQuota, "a100") },
-			[]string{`device quota for granted class "a100" is missing`}},
-		{"quota for a foreign class", func(a *TenantArgs) { a.DeviceQuota["l4"] = 1 },
-			[]string{`device quota names class "l4", which is not granted`}},
-		{"negative quota", func(a *TenantArgs) { a.DeviceQuota["a100"] = -1 }, []string{`is -1, must not be negative`}},
-		{"CPU quota missing", func(a *TenantArgs) { a.CPU = "" }, []string{"CPU quota is required"}},
-		{"memory quota malformed", func(a *TenantArgs) { a.Memory = "64GB!" }, []string{`memory quota "64GB!" is not a Kubernetes quantity`}},
+			[]string{`Duplicate value: "a100"`}},
+		{"quota missing for a granted class", func(a *TenantArgs) { delete(a.GPUQuota, "a100") },
+			[]string{"tenant.gpuQuota.a100: Required value"}},
+		{"quota for a foreign class", func(a *TenantArgs) { a.GPUQuota["l4"] = 1 },
+			[]string{`class "l4" is not granted`}},
+		{"negative quota", func(a *TenantArgs) { a.GPUQuota["a100"] = -1 }, []string{"must be 0 or more"}},
+		{"CPU quota zero", func(a *TenantArgs) { a.CPUQuota = "0" }, []string{"tenant.cpuQuota", "positive"}},
+		{"memory quota malformed", func(a *TenantArgs) { a.MemoryQuota = "64GB!" }, []string{"tenant.memoryQuota", "quantity"}},
 		{"default request above default limit", func(a *TenantArgs) { a.DefaultRequest.Memory = "1Gi" },
-			[]string{"default memory request 1Gi is above the default memory limit 512Mi"}},
-		{"blocked CIDR malformed", func(a *TenantArgs) { a.Network.BlockedEgressCIDRs = []string{"10.0.0.0/33"} },
-			[]string{`blocked egress CIDR "10.0.0.0/33" is not a CIDR`}},
-		{"blocked CIDR with host bits", func(a *TenantArgs) { a.Network.BlockedEgressCIDRs = []string{"10.1.2.3/8"} },
+			[]string{"tenant.defaultRequest.memory", "must not be above the default limit 512Mi"}},
+		{"blocked CIDR malformed", func(a *TenantArgs) { a.BlockedEgressCIDRs = []string{"10.0.0.0/33"} },
+			[]string{"tenant.blockedEgressCIDRs[0]", "must be a CIDR"}},
+		{"blocked CIDR with host bits", func(a *TenantArgs) { a.BlockedEgressCIDRs = []string{"10.1.2.3/8"} },
 			[]string{"use 10.0.0.0/8"}},
-		{"blocked CIDR blocks everything", func(a *TenantArgs) { a.Network.BlockedEgressCIDRs = []string{"0.0.0.0/0"} },
+		{"blocked CIDR blocks everything", func(a *TenantArgs) { a.BlockedEgressCIDRs = []string{"0.0.0.0/0"} },
 			[]string{"would block all egress"}},
 		{"API server port out of range", func(a *TenantArgs) { a.Network.APIServerPorts = []int{0} },
-			[]string{"API server port 0"}},
+			[]string{"network.apiServerPorts[0]"}},
 		{"ingress namespace malformed", func(a *TenantArgs) { a.Network.IngressFromNamespaces = []string{"Platform"} },
-			[]string{`ingress namespace "Platform"`}},
-		{"every problem at once", func(a *TenantArgs) { a.CPU = ""; a.DeviceQuota["l4"] = 1 },
-			[]string{"CPU quota is required", `device quota names class "l4"`}},
+			[]string{`network.ingressFromNamespaces[0]: Invalid value: "Platform"`}},
+		{"every problem at once", func(a *TenantArgs) { a.CPUQuota = "-1"; a.GPUQuota["l4"] = 1 },
+			[]string{"tenant.cpuQuota", `class "l4" is not granted`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -269,7 +270,9 @@ func TestNewTenantRejectsInvalidArgs(t *testing.T) {
 
 func TestTenantArgsValidateWithoutACatalog(t *testing.T) {
 	args := teamA()
-	require.NoError(t, args.Validate(testClasses))
-	args.DeviceQuota["l4"] = 1
-	assert.ErrorContains(t, args.Validate(testClasses), `device quota names class "l4"`)
+	require.Empty(t, args.Validate(field.NewPath("tenant")))
+	args.GPUQuota["l4"] = 1
+	errs := args.Validate(field.NewPath("tenant"))
+	require.Len(t, errs, 1)
+	assert.Equal(t, "tenant.gpuQuota.l4", errs[0].Field)
 }

@@ -5,16 +5,18 @@ import (
 	"fmt"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// Platform chart defaults. 4.11.2 is the newest stable tag of loft-sh/loft (the chart's source, published as
-// vcluster-platform) in the sources read, at least the v4.11.0 vCluster v0.36.1 requires (gpu-facts 4.3, 4.4), and
-// its chart can read the admin password from a Secret (admin.passwordSecretRef, loft-sh/loft v4.11.2 chart/values.yaml).
+// Platform chart defaults. 4.11.2 is a stable tag of loft-sh/loft (the chart's source, published as vcluster-platform),
+// at least the v4.11.0 vCluster v0.36.1 requires (loft-sh/vcluster v0.36.1 pkg/platform/version.go), and its chart can
+// read the admin password from a Secret (admin.passwordSecretRef, loft-sh/loft v4.11.2 chart/values.yaml).
 const (
 	PlatformChartName        = "vcluster-platform"
 	PlatformVersion          = "4.11.2"
@@ -22,7 +24,7 @@ const (
 	DefaultPlatformNamespace = "vcluster-platform"
 	// DefaultProject is the project every platform starts with.
 	DefaultProject = "default"
-	// APIKeySecretName is the Secret name vCluster looks for by default (vcluster pkg/platform/secret.go).
+	// APIKeySecretName is the Secret name vCluster looks for by default (loft-sh/vcluster v0.36.1 pkg/platform/secret.go).
 	APIKeySecretName = "vcluster-platform-api-key"
 )
 
@@ -36,21 +38,36 @@ const (
 	licenseTokenKey       = "licenseToken"
 )
 
-// PlatformArgs configure the vCluster Platform.
+// PlatformArgs configure the vCluster Platform. A stack's `platform` block decodes into the tagged fields; the
+// secrets come from their own config keys.
 type PlatformArgs struct {
 	// Chart defaults to DefaultPlatformChart.
-	Chart helmchart.Chart
-	// Namespace defaults to DefaultPlatformNamespace.
-	Namespace string
+	Chart helmchart.Chart `json:"chart"`
 	// Host is the platform's public host name (no scheme), served through an ingress.
-	Host string
+	Host string `json:"host"`
+	// Namespace defaults to DefaultPlatformNamespace.
+	Namespace string `json:"-"`
 	// AdminPassword is the admin user's password. Required; keep it a secret.
-	AdminPassword pulumi.StringInput
+	AdminPassword pulumi.StringInput `json:"-"`
 	// LicenseToken is an optional platform license token; keep it a secret.
-	LicenseToken pulumi.StringInput
+	LicenseToken pulumi.StringInput `json:"-"`
 	// AccessKey is an optional platform access key (created in the platform) that tenant vClusters register with;
 	// without it the Secret the connection names must be created by hand.
-	AccessKey pulumi.StringInput
+	AccessKey pulumi.StringInput `json:"-"`
+}
+
+// Validate checks the chart, the host and the namespace; the credentials are the caller's to provide.
+func (a *PlatformArgs) Validate(path *field.Path) field.ErrorList {
+	errs := a.Chart.Validate(path.Child("chart"))
+	if a.Host == "" {
+		errs = append(errs, field.Required(path.Child("host"), "the platform's public host name"))
+	} else {
+		errs = append(errs, fieldcheck.DNSSubdomain(path.Child("host"), a.Host, validation.DNS1123SubdomainMaxLength)...)
+	}
+	if a.Namespace != "" {
+		errs = append(errs, fieldcheck.DNSLabel(path.Child("namespace"), a.Namespace, validation.DNS1123LabelMaxLength)...)
+	}
+	return errs
 }
 
 // Platform is the installed vCluster Platform.
@@ -66,8 +83,8 @@ type Platform struct {
 }
 
 // platformValues are the vcluster-platform chart values this project sets (loft-sh/loft v4.11.2 chart/values.yaml,
-// templates/deployment.yaml; the keys `vcluster platform start` sets, gpu-facts 4.4). Secrets never appear here: the
-// chart reads them from the credentials Secret.
+// templates/deployment.yaml; the keys `vcluster platform start` sets, loft-sh/vcluster v0.36.1 pkg/cli/start/upgrade.go).
+// Secrets never appear here: the chart reads them from the credentials Secret.
 type platformValues struct {
 	Admin        platformAdminValues     `json:"admin"`
 	Ingress      platformIngressValues   `json:"ingress"`
@@ -103,12 +120,13 @@ func platformChartValues(host string, license bool) platformValues {
 	v := platformValues{
 		Admin:   platformAdminValues{Create: true, PasswordSecretRef: secretKeyRef{Name: credentialsSecretName, Key: adminPasswordKey}},
 		Ingress: platformIngressValues{Enabled: true, Host: host},
-		// Served on its own host, so the loft.host tunnel (the "router") is not used (vcluster pkg/cli/start/upgrade.go).
+		// Served on its own host, so the loft.host tunnel (the "router") is not used
+		// (loft-sh/vcluster v0.36.1 pkg/cli/start/upgrade.go).
 		Config: platformConfigValues{LoftHost: host},
 		Env:    map[string]string{"DISABLE_LOFT_ROUTER": "true"},
 	}
 	if license {
-		// `vcluster platform start` passes the token as env.LICENSE_TOKEN (gpu-facts 4.4).
+		// `vcluster platform start` passes the token as env.LICENSE_TOKEN (loft-sh/vcluster v0.36.1 pkg/cli/start/upgrade.go).
 		v.EnvValueFrom = map[string]envVarSource{
 			"LICENSE_TOKEN": {SecretKeyRef: secretKeyRef{Name: credentialsSecretName, Key: licenseTokenKey}},
 		}
@@ -116,29 +134,17 @@ func platformChartValues(host string, license bool) platformValues {
 	return v
 }
 
-func (a *PlatformArgs) validate() error {
-	var errs []error
-	for _, msg := range validation.IsDNS1123Subdomain(a.Host) {
-		errs = append(errs, fmt.Errorf("host %q (a host name without scheme): %s", a.Host, msg))
-	}
-	if a.AdminPassword == nil {
-		errs = append(errs, errors.New("admin password is required"))
-	}
-	if a.Namespace != "" {
-		for _, msg := range validation.IsDNS1123Label(a.Namespace) {
-			errs = append(errs, fmt.Errorf("namespace %q: %s", a.Namespace, msg))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // NewPlatform installs the vCluster Platform with its credentials kept in a Secret.
 func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...pulumi.ResourceOption) (*Platform, error) {
 	if args == nil {
 		return nil, errors.New("creating vCluster Platform: args are required")
 	}
-	if err := args.validate(); err != nil {
-		return nil, fmt.Errorf("creating vCluster Platform %q: %w", name, err)
+	errs := args.Validate(field.NewPath("platform"))
+	if args.AdminPassword == nil {
+		errs = append(errs, field.Required(field.NewPath("adminPassword"), "the platform admin's password"))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("creating vCluster Platform %q: %w", name, errs.ToAggregate())
 	}
 	a := *args
 	if a.Chart == (helmchart.Chart{}) {
@@ -172,7 +178,7 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 		return nil, fmt.Errorf("creating vCluster Platform credentials Secret: %w", err)
 	}
 	if a.AccessKey != nil {
-		// The layout `vcluster platform` writes for a vCluster's access key (vcluster pkg/platform/secret.go).
+		// The layout `vcluster platform` writes for a vCluster's access key (loft-sh/vcluster v0.36.1 pkg/platform/secret.go).
 		if _, err := newSecret(ctx, name+"-api-key", APIKeySecretName, ns, pulumi.StringMap{
 			"accessKey": a.AccessKey, "host": pulumi.String(a.Host), "project": pulumi.String(DefaultProject),
 			"insecure": pulumi.String("false"),

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -143,10 +144,11 @@ func TestNewPlatformRejectsInvalidArgs(t *testing.T) {
 		want string
 	}{
 		{"nil args", nil, "args are required"},
-		{"no host", platformArgs(func(a *PlatformArgs) { a.Host = "" }), "host"},
-		{"host with scheme", platformArgs(func(a *PlatformArgs) { a.Host = "https://platform.example.com" }), "without scheme"},
-		{"no admin password", platformArgs(func(a *PlatformArgs) { a.AdminPassword = nil }), "admin password is required"},
-		{"bad namespace", platformArgs(func(a *PlatformArgs) { a.Namespace = "Platform" }), `namespace "Platform"`},
+		{"no host", platformArgs(func(a *PlatformArgs) { a.Host = "" }), "platform.host: Required value"},
+		{"host with scheme", platformArgs(func(a *PlatformArgs) { a.Host = "https://platform.example.com" }), "platform.host: Invalid value"},
+		{"no admin password", platformArgs(func(a *PlatformArgs) { a.AdminPassword = nil }), "adminPassword: Required value"},
+		{"bad namespace", platformArgs(func(a *PlatformArgs) { a.Namespace = "Platform" }), `platform.namespace: Invalid value: "Platform"`},
+		{"chart given twice", platformArgs(func(a *PlatformArgs) { a.Chart = helmchart.Chart{Path: "./c", Repo: "https://r"} }), "not both"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &mocktest.Recorder{}

@@ -61,8 +61,7 @@ func TestVirtualClusterValuesMatchChartSchema(t *testing.T) {
 			a.GPUTolerations = []cluster.Taint{cluster.GPUTaint, {Key: "example.com/h100", Effect: "NoExecute"}}
 		})},
 		{"sized control plane", tenantArgs(func(a *VirtualClusterArgs) {
-			a.ControlPlane = ResourceRequirements{Requests: ResourceList{CPU: "200m", Memory: "512Mi"}, Limits: ResourceList{CPU: "2", Memory: "2Gi"}}
-			a.Persistence = Persistence{Size: "10Gi", StorageClass: "standard-rwo"}
+			a.ControlPlane = ControlPlane{CPU: "200m", Memory: "2Gi", StorageSize: "10Gi", StorageClass: "standard-rwo"}
 		})},
 		{"exported kubeconfig", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "https://team-a.vc.example.com" })},
 		{"platform connection", tenantArgs(func(a *VirtualClusterArgs) {
@@ -71,8 +70,7 @@ func TestVirtualClusterValuesMatchChartSchema(t *testing.T) {
 		{"local chart, everything", tenantArgs(func(a *VirtualClusterArgs) {
 			a.Chart = helmchart.Chart{Path: "/charts/vcluster"}
 			a.GPUTolerations = []cluster.Taint{cluster.GPUTaint}
-			a.ControlPlane.Limits.Memory = "1Gi"
-			a.Persistence.Size = "1Gi"
+			a.ControlPlane = ControlPlane{}.WithDefaults()
 			a.KubeconfigServer = "https://10.0.0.1:8443"
 			a.Platform = &PlatformConnection{APIKeySecretName: APIKeySecretName, APIKeySecretNamespace: DefaultPlatformNamespace}
 			a.Await = true

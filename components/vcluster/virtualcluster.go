@@ -8,17 +8,20 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// Chart defaults (gpu-facts 4.3: latest stable vCluster tag v0.36.1; repository https://charts.loft.sh).
+// Chart defaults: v0.36.1 is the newest stable vCluster release (https://github.com/loft-sh/vcluster/releases) and
+// its charts are published at https://charts.loft.sh.
 const (
 	ChartRepo         = "https://charts.loft.sh"
 	VClusterChartName = "vcluster"
@@ -29,34 +32,119 @@ const (
 var DefaultVirtualClusterChart = helmchart.Chart{Repo: ChartRepo, Name: VClusterChartName, Version: VClusterVersion}
 
 // Where vCluster writes the tenant kubeconfig on the host: Secret vc-<vcluster name>, key config
-// (vcluster pkg/util/kubeconfig; gpu-facts 4.6).
+// (loft-sh/vcluster v0.36.1 pkg/util/kubeconfig/kubeconfig.go).
 const (
 	KubeconfigSecretPrefix = "vc-"
 	KubeconfigSecretKey    = "config"
 )
 
-// maxReleaseName is Helm's limit on release names.
-const maxReleaseName = 53
+// MaxReleaseName bounds a vCluster's name: the chart names its StatefulSet after the release, and the StatefulSet
+// controller labels each pod controller-revision-hash=<name>-<hash of up to 10 characters>, a label value of at most
+// 63 characters (kubernetes/kubernetes#64023). Helm's own limit on release names is 53.
+const MaxReleaseName = 52
 
 // awaitTimeoutSeconds gives a first start time to pull images (loft-sh/vcluster-terraform-modules uses 600).
 const awaitTimeoutSeconds = 600
 
-// ResourceList holds Kubernetes quantities; an empty field keeps the chart default.
-type ResourceList struct {
-	CPU    string
-	Memory string
+// Settings are what every tenant's vCluster shares; a stack's `vcluster` block decodes into them.
+type Settings struct {
+	// Enabled gives each tenant a vCluster (default true); without it tenants get only their host-side guard rails.
+	Enabled *bool `json:"enabled"`
+	// Chart defaults to DefaultVirtualClusterChart.
+	Chart helmchart.Chart `json:"chart"`
+	// Await waits for each virtual cluster to become ready and reads its kubeconfig (default true); off on a control
+	// plane without kubelets, where nothing ever runs.
+	Await *bool `json:"await"`
+	// KubeconfigServer is the server URL written into each tenant's kubeconfig, with TenantPlaceholder standing for
+	// the tenant's name (https://{tenant}.vcluster.example.com); empty keeps vCluster's https://localhost:8443, which
+	// works only through a port-forward.
+	KubeconfigServer string `json:"kubeconfigServer"`
 }
 
-// ResourceRequirements are the control plane container's requests and limits.
-type ResourceRequirements struct {
-	Requests ResourceList
-	Limits   ResourceList
+// TenantPlaceholder stands for the tenant's name in Settings.KubeconfigServer.
+const TenantPlaceholder = "{tenant}"
+
+// IsEnabled and Awaits read the switches with their defaults.
+func (s Settings) IsEnabled() bool { return s.Enabled == nil || *s.Enabled }
+func (s Settings) Awaits() bool    { return s.Await == nil || *s.Await }
+
+// WithDefaults fills in the default chart.
+func (s Settings) WithDefaults() Settings {
+	if s.Chart == (helmchart.Chart{}) {
+		s.Chart = DefaultVirtualClusterChart
+	}
+	return s
 }
 
-// Persistence configures the control plane's volume; empty fields keep the chart defaults (5Gi, default class).
-type Persistence struct {
-	Size         string
-	StorageClass string
+// ServerFor is the kubeconfig server of one tenant's vCluster.
+func (s Settings) ServerFor(tenant string) string {
+	return strings.ReplaceAll(s.KubeconfigServer, TenantPlaceholder, tenant)
+}
+
+// Validate checks the shared settings.
+func (s Settings) Validate(path *field.Path) field.ErrorList {
+	errs := s.Chart.Validate(path.Child("chart"))
+	if s.KubeconfigServer != "" {
+		errs = append(errs, validateServer(path.Child("kubeconfigServer"), s.KubeconfigServer, TenantPlaceholder)...)
+	}
+	return errs
+}
+
+// validateServer refuses anything but https: the kubeconfig carries the tenant's credentials, which plain http would
+// send in clear (vCluster itself accepts http too: loft-sh/vcluster v0.36.1 pkg/config/validation.go).
+func validateServer(path *field.Path, server, placeholder string) field.ErrorList {
+	return fieldcheck.HTTPSURL(path, server, placeholder,
+		"https://{tenant}.vcluster.example.com ({tenant} is replaced per tenant)")
+}
+
+// ControlPlane sizes a tenant's vCluster control plane; a stack's `tenants[].vcluster` block decodes into it.
+type ControlPlane struct {
+	// CPU is the control plane's CPU request (default 1).
+	CPU string `json:"cpu"`
+	// Memory is its memory request and limit (default 2Gi).
+	Memory string `json:"memory"`
+	// StorageSize is its volume's size (default 5Gi).
+	StorageSize string `json:"storageSize"`
+	// StorageClass is its volume's storage class; empty takes the cluster's default.
+	StorageClass string `json:"storageClass"`
+}
+
+// Control plane defaults.
+const (
+	DefaultCPU         = "1"
+	DefaultMemory      = "2Gi"
+	DefaultStorageSize = "5Gi"
+)
+
+// WithDefaults fills in the default sizes.
+func (c ControlPlane) WithDefaults() ControlPlane {
+	if c.CPU == "" {
+		c.CPU = DefaultCPU
+	}
+	if c.Memory == "" {
+		c.Memory = DefaultMemory
+	}
+	if c.StorageSize == "" {
+		c.StorageSize = DefaultStorageSize
+	}
+	return c
+}
+
+// Validate checks the sizes: positive quantities, and a storage class name.
+func (c ControlPlane) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, fieldcheck.Quantity(path.Child("cpu"), c.CPU, true)...)
+	errs = append(errs, fieldcheck.Quantity(path.Child("memory"), c.Memory, true)...)
+	errs = append(errs, fieldcheck.Quantity(path.Child("storageSize"), c.StorageSize, true)...)
+	if c.StorageClass != "" {
+		errs = append(errs, fieldcheck.DNSSubdomain(path.Child("storageClass"), c.StorageClass, validation.DNS1123SubdomainMaxLength)...)
+	}
+	return errs
+}
+
+// ValidateReleaseName checks a vCluster's name, which names its Helm release and StatefulSet.
+func ValidateReleaseName(path *field.Path, name string) field.ErrorList {
+	return fieldcheck.DNSLabel(path, name, MaxReleaseName)
 }
 
 // PlatformConnection is what a vCluster needs to register with the vCluster Platform.
@@ -66,14 +154,14 @@ type PlatformConnection struct {
 	// Project is the platform project the vCluster is imported into.
 	Project string
 	// APIKeySecretName and APIKeySecretNamespace locate the Secret holding the platform access key
-	// (keys accessKey, host, project, insecure; vcluster pkg/platform/secret.go).
+	// (keys accessKey, host, project, insecure; loft-sh/vcluster v0.36.1 pkg/platform/secret.go).
 	APIKeySecretName      string
 	APIKeySecretNamespace string
 }
 
 // VirtualClusterArgs configure one tenant's virtual cluster.
 type VirtualClusterArgs struct {
-	// Tenant names the vCluster (and its Helm release); a DNS label.
+	// Tenant names the vCluster (and its Helm release); see ValidateReleaseName.
 	Tenant string
 	// Namespace is the tenant's host namespace, created elsewhere.
 	Namespace pulumi.StringInput
@@ -85,14 +173,13 @@ type VirtualClusterArgs struct {
 	ClassSelectorLabel string
 	// GPUTolerations are added to every pod the vCluster syncs to the host, so GPU workloads reach tainted GPU nodes.
 	GPUTolerations []cluster.Taint
-	// ControlPlane sets the control plane container's requests and limits.
-	ControlPlane ResourceRequirements
-	// Persistence sets the control plane's volume.
-	Persistence Persistence
+	// ControlPlane sizes the control plane; empty fields keep the chart defaults.
+	ControlPlane ControlPlane
 	// KubeconfigServer is the server URL written into the exported kubeconfig; empty keeps vCluster's
 	// https://localhost:8443, usable only through a port-forward.
 	KubeconfigServer string
-	// Platform connects the vCluster to the vCluster Platform; DRA sync is a platform-licensed feature (gpu-facts 4.2).
+	// Platform connects the vCluster to the vCluster Platform; DRA sync is a platform feature
+	// (loft-sh/vcluster v0.36.1 config/config.go IsProFeatureEnabled).
 	Platform *PlatformConnection
 	// Await waits for the vCluster to become ready and reads its kubeconfig. Leave false where nothing can run
 	// (a control plane without kubelets).
@@ -112,59 +199,37 @@ type VirtualCluster struct {
 	Kubeconfig pulumi.StringOutput
 }
 
-var taintEffects = map[string]bool{"NoSchedule": true, "PreferNoSchedule": true, "NoExecute": true}
-
-func (a *VirtualClusterArgs) validate() error {
-	var errs []error
-	for _, msg := range validation.IsDNS1123Label(a.Tenant) {
-		errs = append(errs, fmt.Errorf("tenant %q: %s", a.Tenant, msg))
-	}
-	if len(a.Tenant) > maxReleaseName {
-		errs = append(errs, fmt.Errorf("tenant %q: longer than the %d characters a Helm release name allows", a.Tenant, maxReleaseName))
-	}
+// Validate checks the args (the constructor's own check; a stack config's tenant is checked through ControlPlane,
+// ValidateReleaseName and Settings at its own paths).
+func (a *VirtualClusterArgs) Validate(path *field.Path) field.ErrorList {
+	errs := ValidateReleaseName(path.Child("tenant"), a.Tenant)
 	if a.Namespace == nil {
-		errs = append(errs, errors.New("namespace is required"))
+		errs = append(errs, field.Required(path.Child("namespace"), "the tenant's host namespace"))
 	}
 	if a.ClassSelectorLabel == "" {
-		errs = append(errs, errors.New("class selector label is required: without it every host DeviceClass, "+
+		errs = append(errs, field.Required(path.Child("classSelectorLabel"), "without it every host DeviceClass, "+
 			"the driver's unrestricted ones included, is synced into the vCluster"))
 	} else {
 		for _, msg := range validation.IsQualifiedName(a.ClassSelectorLabel) {
-			errs = append(errs, fmt.Errorf("class selector label %q: %s", a.ClassSelectorLabel, msg))
+			errs = append(errs, field.Invalid(path.Child("classSelectorLabel"), a.ClassSelectorLabel, msg))
 		}
 	}
-	for _, t := range a.GPUTolerations {
-		if t.Key == "" || !taintEffects[t.Effect] {
-			errs = append(errs, fmt.Errorf("GPU toleration %+v: needs a key and an effect NoSchedule, PreferNoSchedule or NoExecute", t))
-		}
-		for _, msg := range validation.IsValidLabelValue(t.Value) {
-			errs = append(errs, fmt.Errorf("GPU toleration %q value %q: %s", t.Key, t.Value, msg))
-		}
+	for i, t := range a.GPUTolerations {
+		errs = append(errs, t.Validate(path.Child("gpuTolerations").Index(i))...)
 	}
-	// A slice, not a map: errors come out in the same order every run.
-	for _, q := range []struct{ field, value string }{
-		{"control plane CPU request", a.ControlPlane.Requests.CPU}, {"control plane memory request", a.ControlPlane.Requests.Memory},
-		{"control plane CPU limit", a.ControlPlane.Limits.CPU}, {"control plane memory limit", a.ControlPlane.Limits.Memory},
-		{"persistence size", a.Persistence.Size},
-	} {
-		if _, err := resource.ParseQuantity(q.value); q.value != "" && err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: %w", q.field, q.value, err))
-		}
-	}
+	errs = append(errs, a.ControlPlane.Validate(path.Child("controlPlane"))...)
+	errs = append(errs, a.Chart.Validate(path.Child("chart"))...)
 	if a.KubeconfigServer != "" {
-		// vcluster pkg/config/validation.go refuses anything else at start-up.
-		if u, err := url.Parse(a.KubeconfigServer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Hostname() == "" {
-			errs = append(errs, fmt.Errorf("kubeconfig server %q: must be an http(s) URL with a host", a.KubeconfigServer))
-		}
+		errs = append(errs, validateServer(path.Child("kubeconfigServer"), a.KubeconfigServer, "")...)
 	}
 	if p := a.Platform; p != nil && (p.APIKeySecretName == "" || p.APIKeySecretNamespace == "") {
-		errs = append(errs, errors.New("platform connection needs the access key Secret's name and namespace"))
+		errs = append(errs, field.Required(path.Child("platform"), "the access key Secret's name and namespace"))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
-// enforcedToleration writes a taint's toleration in vCluster's syntax (vcluster pkg/util/toleration ParseToleration):
-// key=value:Effect tolerates that value, key:Effect any value.
+// enforcedToleration writes a taint's toleration in vCluster's syntax (loft-sh/vcluster v0.36.1
+// pkg/util/toleration/toleration.go ParseToleration): key=value:Effect tolerates that value, key:Effect any value.
 func enforcedToleration(t cluster.Taint) string {
 	if t.Value == "" {
 		return t.Key + ":" + t.Effect
@@ -172,13 +237,13 @@ func enforcedToleration(t cluster.Taint) string {
 	return t.Key + "=" + t.Value + ":" + t.Effect
 }
 
-func resourceMap(r ResourceList) map[string]string {
+func resourceMap(cpu, memory string) map[string]string {
 	m := map[string]string{}
-	if r.CPU != "" {
-		m["cpu"] = r.CPU
+	if cpu != "" {
+		m["cpu"] = cpu
 	}
-	if r.Memory != "" {
-		m["memory"] = r.Memory
+	if memory != "" {
+		m["memory"] = memory
 	}
 	if len(m) == 0 {
 		return nil
@@ -214,26 +279,25 @@ func virtualClusterValues(a *VirtualClusterArgs) vclusterValues {
 		}
 		sts.Image = &imageValues{Tag: tag}
 	}
-	if req, lim := resourceMap(a.ControlPlane.Requests), resourceMap(a.ControlPlane.Limits); req != nil || lim != nil {
+	cp := a.ControlPlane
+	if req, lim := resourceMap(cp.CPU, cp.Memory), resourceMap("", cp.Memory); req != nil || lim != nil {
 		sts.Resources = &resourceValues{Requests: req, Limits: lim}
 	}
-	if a.Persistence != (Persistence{}) {
-		sts.Persistence = &persistenceValues{VolumeClaim: volumeClaimValues{
-			Size: a.Persistence.Size, StorageClass: a.Persistence.StorageClass,
-		}}
+	if cp.StorageSize != "" || cp.StorageClass != "" {
+		sts.Persistence = &persistenceValues{VolumeClaim: volumeClaimValues{Size: cp.StorageSize, StorageClass: cp.StorageClass}}
 	}
-	cp := &controlPlaneValues{}
+	cpv := &controlPlaneValues{}
 	if *sts != (statefulSetValues{}) {
-		cp.StatefulSet = sts
+		cpv.StatefulSet = sts
 	}
 	if a.KubeconfigServer != "" {
 		v.ExportKubeConfig = &exportKubeConfigValues{Server: a.KubeconfigServer}
 		// The proxy's certificate must name the host the kubeconfig points at.
 		u, _ := url.Parse(a.KubeconfigServer)
-		cp.Proxy = &proxyValues{ExtraSANs: []string{u.Hostname()}}
+		cpv.Proxy = &proxyValues{ExtraSANs: []string{u.Hostname()}}
 	}
-	if *cp != (controlPlaneValues{}) {
-		v.ControlPlane = cp
+	if *cpv != (controlPlaneValues{}) {
+		v.ControlPlane = cpv
 	}
 	if p := a.Platform; p != nil {
 		v.Platform = &platformConnValues{
@@ -249,8 +313,8 @@ func NewVirtualCluster(ctx *pulumi.Context, name string, args *VirtualClusterArg
 	if args == nil {
 		return nil, errors.New("creating virtual cluster: args are required")
 	}
-	if err := args.validate(); err != nil {
-		return nil, fmt.Errorf("creating virtual cluster %q: %w", name, err)
+	if errs := args.Validate(field.NewPath("virtualCluster")); len(errs) > 0 {
+		return nil, fmt.Errorf("creating virtual cluster %q: %w", name, errs.ToAggregate())
 	}
 	a := *args
 	if a.Chart == (helmchart.Chart{}) {

@@ -78,13 +78,12 @@ func TestVirtualClusterEnforcesGPUTolerations(t *testing.T) {
 
 func TestVirtualClusterControlPlaneSizing(t *testing.T) {
 	got := tenantValues(t, tenantArgs(func(a *VirtualClusterArgs) {
-		a.ControlPlane = ResourceRequirements{Requests: ResourceList{CPU: "200m", Memory: "512Mi"}, Limits: ResourceList{Memory: "2Gi"}}
-		a.Persistence = Persistence{Size: "10Gi", StorageClass: "standard-rwo"}
+		a.ControlPlane = ControlPlane{CPU: "200m", Memory: "2Gi", StorageSize: "10Gi", StorageClass: "standard-rwo"}
 	}))
 	require.NotNil(t, got.ControlPlane)
 	require.NotNil(t, got.ControlPlane.StatefulSet)
-	assert.Equal(t, &resourceValues{Requests: map[string]string{"cpu": "200m", "memory": "512Mi"},
-		Limits: map[string]string{"memory": "2Gi"}}, got.ControlPlane.StatefulSet.Resources)
+	assert.Equal(t, &resourceValues{Requests: map[string]string{"cpu": "200m", "memory": "2Gi"},
+		Limits: map[string]string{"memory": "2Gi"}}, got.ControlPlane.StatefulSet.Resources, "memory is requested and limited alike")
 	assert.Equal(t, &persistenceValues{VolumeClaim: volumeClaimValues{Size: "10Gi", StorageClass: "standard-rwo"}},
 		got.ControlPlane.StatefulSet.Persistence)
 }
@@ -201,15 +200,17 @@ func TestNewVirtualClusterRejectsInvalidArgs(t *testing.T) {
 	}{
 		{"nil args", nil, "args are required"},
 		{"no class selector label", tenantArgs(func(a *VirtualClusterArgs) { a.ClassSelectorLabel = "" }), "every host DeviceClass"},
-		{"malformed class selector label", tenantArgs(func(a *VirtualClusterArgs) { a.ClassSelectorLabel = "tenant/a/b" }), "class selector label"},
-		{"tenant not a DNS label", tenantArgs(func(a *VirtualClusterArgs) { a.Tenant = "Team_A" }), `tenant "Team_A"`},
-		{"tenant too long for a release", tenantArgs(func(a *VirtualClusterArgs) { a.Tenant = strings.Repeat("a", 54) }), "Helm release name"},
-		{"no namespace", tenantArgs(func(a *VirtualClusterArgs) { a.Namespace = nil }), "namespace is required"},
+		{"malformed class selector label", tenantArgs(func(a *VirtualClusterArgs) { a.ClassSelectorLabel = "tenant/a/b" }), "classSelectorLabel"},
+		{"tenant not a DNS label", tenantArgs(func(a *VirtualClusterArgs) { a.Tenant = "Team_A" }), `virtualCluster.tenant: Invalid value: "Team_A"`},
+		{"tenant too long for its StatefulSet", tenantArgs(func(a *VirtualClusterArgs) { a.Tenant = strings.Repeat("a", 53) }), "more than 52"},
+		{"no namespace", tenantArgs(func(a *VirtualClusterArgs) { a.Namespace = nil }), "virtualCluster.namespace: Required value"},
 		{"GKE-cased toleration effect", tenantArgs(func(a *VirtualClusterArgs) {
 			a.GPUTolerations = []cluster.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: "NO_SCHEDULE"}}
-		}), "GPU toleration"},
-		{"bad quantity", tenantArgs(func(a *VirtualClusterArgs) { a.ControlPlane.Limits.Memory = "lots" }), "control plane memory limit"},
-		{"server without scheme", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "team-a.example.com" }), "kubeconfig server"},
+		}), "virtualCluster.gpuTolerations[0].effect"},
+		{"bad quantity", tenantArgs(func(a *VirtualClusterArgs) { a.ControlPlane.Memory = "lots" }), "virtualCluster.controlPlane.memory"},
+		{"zero CPU", tenantArgs(func(a *VirtualClusterArgs) { a.ControlPlane.CPU = "0" }), "virtualCluster.controlPlane.cpu"},
+		{"server without scheme", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "team-a.example.com" }), "virtualCluster.kubeconfigServer"},
+		{"server in clear text", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "http://team-a.example.com" }), "https URL"},
 		{"platform without key secret", tenantArgs(func(a *VirtualClusterArgs) { a.Platform = &PlatformConnection{Host: "p.example.com"} }),
 			"access key Secret"},
 	} {

@@ -8,6 +8,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/gke"
+	"github.com/gpu-tenancy/gpu-tenancy/components/scaleway"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -44,20 +47,28 @@ func Load(src Source) (*Config, error) {
 		}
 	}
 
-	cfg.Cloud, _ = src.Get(keyCloud)
+	cloud, _ := src.Get(keyCloud)
+	cfg.Cloud = cluster.Flavour(cloud)
 	objects := []struct {
 		key string
 		out any
 	}{
-		{keyGKE, &cfg.GKE}, {keyScaleway, &cfg.Scaleway}, {keyExisting, &cfg.Existing}, {keyGPUPools, &cfg.GPUPools},
+		{keyGKE, &cfg.GKE}, {keyScaleway, &cfg.Scaleway}, {keyExisting, &cfg.Existing},
 		{keyGPUClasses, &cfg.GPUClasses}, {keyTenants, &cfg.Tenants}, {keyDRADriver, &cfg.DRADriver},
 		{keyPlatform, &cfg.Platform}, {keyVCluster, &cfg.VCluster},
+	}
+	if pools := poolSpecs(&cfg); pools != nil {
+		objects = append(objects, struct {
+			key string
+			out any
+		}{keyGPUPools, pools})
 	}
 	for _, o := range objects {
 		if raw, ok := src.Get(o.key); ok {
 			errs = append(errs, decodeStrict(raw, o.out, path(o.key))...)
 		}
 	}
+	errs = foreignPoolFields(errs, cfg.Cloud)
 
 	secrets := []struct {
 		key string
@@ -79,7 +90,7 @@ func Load(src Source) (*Config, error) {
 		*s.out = Secret(raw)
 	}
 
-	applyDefaults(&cfg)
+	cfg.withDefaults()
 	errs = append(errs, validate(&cfg)...)
 	if len(errs) > 0 {
 		return nil, &ConfigError{Errs: errs}
@@ -88,6 +99,46 @@ func Load(src Source) (*Config, error) {
 }
 
 func path(key string) *field.Path { return field.NewPath(Namespace + ":" + key) }
+
+// poolSpecs is where `gpuPools` decodes for the chosen cloud: each cloud has its own pool spec. Nil when the cloud
+// is unknown (that is reported on its own).
+func poolSpecs(cfg *Config) any {
+	switch cfg.Cloud {
+	case cluster.GKE:
+		return &cfg.GKE.GPUPools
+	case cluster.Scaleway:
+		return &cfg.Scaleway.GPUPools
+	case cluster.Existing:
+		return &cfg.Existing.GPUPools
+	}
+	return nil
+}
+
+// poolTypes are each cloud's pool spec, to tell a field of another cloud from a typo.
+var poolTypes = map[cluster.Flavour]reflect.Type{
+	cluster.GKE:      reflect.TypeFor[gke.GPUPoolSpec](),
+	cluster.Scaleway: reflect.TypeFor[scaleway.GPUPoolSpec](),
+	cluster.Existing: reflect.TypeFor[cluster.ExistingPoolSpec](),
+}
+
+// foreignPoolFields turns "unknown key" errors in a pool into "not used on this cloud" when the key is another
+// cloud's pool field: such a key is likely a stack mixed up with another, not a typo.
+func foreignPoolFields(errs field.ErrorList, cloud cluster.Flavour) field.ErrorList {
+	prefix := path(keyGPUPools).String() + "["
+	for i, e := range errs {
+		if e.Type != field.ErrorTypeNotSupported || e.BadValue != unknownKey || !strings.HasPrefix(e.Field, prefix) {
+			continue
+		}
+		key := e.Field[strings.LastIndex(e.Field, ".")+1:]
+		for _, other := range Clouds {
+			if f := cluster.Flavour(other); f != cloud && slices.Contains(jsonFields(poolTypes[f]), key) {
+				errs[i] = &field.Error{Type: field.ErrorTypeForbidden, Field: e.Field,
+					Detail: fmt.Sprintf("is not used on cloud %s (it is a %s field)", cloud, other)}
+			}
+		}
+	}
+	return errs
+}
 
 // decodeStrict decodes a structured config value into out. It first checks the value's shape against out's type,
 // reporting every unknown key (a typo must fail, not fall back to a default) and every wrongly typed value with its
@@ -170,20 +221,13 @@ func checkShape(v any, t reflect.Type, p *field.Path) field.ErrorList {
 		if !ok {
 			return wrong
 		}
-		fields := map[string]reflect.Type{}
-		var names []string
-		for i := 0; i < t.NumField(); i++ {
-			name := strings.Split(t.Field(i).Tag.Get("json"), ",")[0]
-			if name != "" && name != "-" {
-				fields[name] = t.Field(i).Type
-				names = append(names, name)
-			}
-		}
+		fields := jsonFieldTypes(t)
+		names := jsonFields(t)
 		var errs field.ErrorList
 		for _, k := range sortedKeys(m) {
 			ft, ok := fields[k]
 			if !ok {
-				errs = append(errs, field.NotSupported(p.Child(k), "(unknown key)", names))
+				errs = append(errs, field.NotSupported(p.Child(k), unknownKey, names))
 				continue
 			}
 			errs = append(errs, checkShape(m[k], ft, p.Child(k))...)
@@ -191,6 +235,33 @@ func checkShape(v any, t reflect.Type, p *field.Path) field.ErrorList {
 		return errs
 	}
 	return nil
+}
+
+// unknownKey is the value reported for a key the config's type does not have.
+const unknownKey = "(unknown key)"
+
+// jsonFieldTypes maps the JSON names of a struct's fields to their types, flattening embedded structs as
+// encoding/json does.
+func jsonFieldTypes(t reflect.Type) map[string]reflect.Type {
+	fields := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := strings.Split(f.Tag.Get("json"), ",")[0]
+		switch {
+		case f.Anonymous && name == "":
+			for k, v := range jsonFieldTypes(f.Type) {
+				fields[k] = v
+			}
+		case name != "" && name != "-":
+			fields[name] = f.Type
+		}
+	}
+	return fields
+}
+
+// jsonFields lists a struct's JSON field names, sorted.
+func jsonFields(t reflect.Type) []string {
+	return sortedKeys(jsonFieldTypes(t))
 }
 
 func article(kind string) string {

@@ -98,7 +98,7 @@ func TestGoodConfigsLoad(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := Load(tc.source("platformAdminPassword"))
 			require.NoError(t, err)
-			assert.Equal(t, name, cfg.Cloud)
+			assert.EqualValues(t, name, cfg.Cloud)
 		})
 	}
 }
@@ -109,8 +109,8 @@ func TestDefaultsApply(t *testing.T) {
 	assert.Equal(t, "1.35", cfg.GKE.KubernetesVersion)
 	assert.Equal(t, "REGULAR", cfg.GKE.ReleaseChannel)
 	assert.True(t, *cfg.GKE.DeletionProtection)
-	assert.Equal(t, 0, *cfg.GPUPools[0].MinNodes, "GPU pools scale to zero by default")
-	assert.Equal(t, 1, *cfg.GPUPools[0].MaxNodes)
+	assert.Equal(t, 0, cfg.GKE.GPUPools[0].Min(), "GPU pools scale to zero by default")
+	assert.Equal(t, 1, cfg.GKE.GPUPools[0].Max())
 	assert.Equal(t, "16", cfg.Tenants[0].CPUQuota)
 	assert.Equal(t, vcluster.DefaultVirtualClusterChart, cfg.VCluster.Chart)
 	assert.True(t, cfg.DRAEnabled())
@@ -237,6 +237,12 @@ func TestBadConfigs(t *testing.T) {
 			"gpu-tenancy:gpuPools[0].model", `"a100-40gb"`},
 		{"class name is a driver class", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["name"] = "gpu.nvidia.com" }, nil,
 			"gpu-tenancy:gpuClasses[0].name", "NVIDIA DRA driver creates itself"},
+		{"class name under the driver's domain", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["name"] = "my.gpu.nvidia.com" }, nil,
+			"gpu-tenancy:gpuClasses[0].name", "NVIDIA DRA driver creates itself"},
+		{"class name not a DNS subdomain", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["name"] = "GPU_Whole" }, nil,
+			"gpu-tenancy:gpuClasses[0].name", "RFC 1123 subdomain"},
+		{"mig profile malformed", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 1)["migProfile"] = "1g5gb" }, nil,
+			"gpu-tenancy:gpuClasses[1].migProfile", "must be a MIG profile"},
 		{"class names repeat", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 1)["name"] = "gpu-whole" }, nil,
 			"gpu-tenancy:gpuClasses[1].name", "Duplicate"},
 		{"class device unknown", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["device"] = "vgpu" }, nil,
@@ -253,11 +259,15 @@ func TestBadConfigs(t *testing.T) {
 			"gpu-tenancy:gpuClasses[0].product", "letters, digits"},
 		{"extra CEL that does not compile", goodGKE, func(tc testConfig) {
 			at(tc, "gpuClasses", 0)["extraCEL"] = "device.attributes['gpu.nvidia.com'].driverVersion >= "
-		}, nil, "gpu-tenancy:gpuClasses[0].extraCEL", "ExtraCEL"},
+		}, nil, "gpu-tenancy:gpuClasses[0].extraCEL", "selector"},
 		{"extra CEL that escapes its parentheses", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["extraCEL"] = "true) || (true" }, nil,
-			"gpu-tenancy:gpuClasses[0].extraCEL", "ExtraCEL"},
-		{"tenant name too long", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["name"] = strings.Repeat("a", 33) }, nil,
-			"gpu-tenancy:tenants[0].name", "more than 32"},
+			"gpu-tenancy:gpuClasses[0].extraCEL", "selector"},
+		{"tenant name too long for its vCluster", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["name"] = strings.Repeat("a", 53) }, nil,
+			"gpu-tenancy:tenants[0].name", "more than 52"},
+		{"tenant name too long for its namespace", goodGKE, func(tc testConfig) {
+			at(tc, "tenants", 0)["name"] = strings.Repeat("a", 55)
+			tc["vcluster"] = obj{"enabled": false}
+		}, nil, "gpu-tenancy:tenants[0].name", "more than 54"},
 		{"tenant name not a DNS label", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["name"] = "Legal.AI" }, nil,
 			"gpu-tenancy:tenants[0].name", "RFC 1123"},
 		{"tenant names repeat", goodGKE, func(tc testConfig) { at(tc, "tenants", 1)["name"] = "legal-ai" }, nil,
@@ -272,6 +282,10 @@ func TestBadConfigs(t *testing.T) {
 			"gpu-tenancy:tenants[0].gpuQuota.gpu-whole", "0 or more"},
 		{"cpu quota not a quantity", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["cpuQuota"] = "lots" }, nil,
 			"gpu-tenancy:tenants[0].cpuQuota", "quantity"},
+		{"memory quota zero", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["memoryQuota"] = "0" }, nil,
+			"gpu-tenancy:tenants[0].memoryQuota", "positive"},
+		{"tenant grants a class twice", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["classes"] = list{"gpu-whole", "gpu-whole"} }, nil,
+			"gpu-tenancy:tenants[0].classes[1]", "Duplicate"},
 		{"vcluster storage not a quantity", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["vcluster"] = obj{"storageSize": "5 gigs"} }, nil,
 			"gpu-tenancy:tenants[0].vcluster.storageSize", "quantity"},
 		{"blocked egress not a CIDR", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["blockedEgressCIDRs"] = list{"10.0.0.0/33"} }, nil,
@@ -286,8 +300,19 @@ func TestBadConfigs(t *testing.T) {
 			"gpu-tenancy:platformAccessKey", "must be a secret"},
 		{"kubeconfig server not https", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"kubeconfigServer": "{tenant}.example.com"} }, nil,
 			"gpu-tenancy:vcluster.kubeconfigServer", "https URL"},
+		{"kubeconfig server in clear text", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"kubeconfigServer": "http://{tenant}.example.com"} }, nil,
+			"gpu-tenancy:vcluster.kubeconfigServer", "https URL"},
 		{"blocked egress CIDR with host bits", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["blockedEgressCIDRs"] = list{"10.0.0.1/8"} }, nil,
-			"gpu-tenancy:tenants[0]", "host bits"},
+			"gpu-tenancy:tenants[0].blockedEgressCIDRs[0]", "host bits"},
+		{"blocked egress of everything", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["blockedEgressCIDRs"] = list{"::/0"} }, nil,
+			"gpu-tenancy:tenants[0].blockedEgressCIDRs[0]", "would block all egress"},
+		{"vcluster storage class not a name", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["vcluster"] = obj{"storageClass": "Fast SSD"} }, nil,
+			"gpu-tenancy:tenants[0].vcluster.storageClass", "RFC 1123"},
+		{"driver root on a cloud", goodGKE, func(tc testConfig) { tc["existing"] = obj{"driverRoot": "/opt/nvidia"} }, nil,
+			"gpu-tenancy:existing.driverRoot", "not used on cloud gke"},
+		{"driver chart given twice", goodGKE, func(tc testConfig) {
+			tc["draDriver"] = obj{"chart": obj{"path": "./chart", "name": "dra"}}
+		}, nil, "gpu-tenancy:draDriver.chart.path", "not both"},
 		{"chart with both path and repo", goodGKE, func(tc testConfig) {
 			tc["vcluster"] = obj{"chart": obj{"path": "./chart", "repo": "https://charts.loft.sh", "name": "vcluster"}}
 		}, nil, "gpu-tenancy:vcluster.chart.path", "not both"},
@@ -349,9 +374,4 @@ func TestSecretValuesNeverPrinted(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "token=abc")
 	assert.Equal(t, "[secret]", Secret("hunter2").String())
-}
-
-func TestRegionsDerivedFromZones(t *testing.T) {
-	assert.Equal(t, "us-central1", GKERegion("us-central1-a"))
-	assert.Equal(t, "fr-par", ScalewayRegion("fr-par-2"))
 }

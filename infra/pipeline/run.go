@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
 	"github.com/gpu-tenancy/gpu-tenancy/components/gke"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/scaleway"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
@@ -47,56 +46,48 @@ func build(ctx *pulumi.Context, cfg *Config, baseDir string) error {
 		return err
 	}
 	inCluster := cl.ResourceOptions()
-
 	// The catalog's classes select devices the driver publishes; with the driver in the stack, classes follow it.
 	var afterDriver []pulumi.Resource
 	if cfg.DRAEnabled() {
-		driver, err := dra.NewDriver(ctx, "dra", &dra.DriverArgs{
-			Flavour:        cl.Flavour,
-			Chart:          cfg.DRADriver.Chart,
-			GPUPools:       cl.GPUPools,
-			ComputeDomains: cfg.DRADriver.ComputeDomains,
-			MaxGPUNodes:    maxGPUNodes(cfg),
-			DriverRoot:     cfg.Existing.DriverRoot,
-		}, inCluster...)
+		args := cfg.DRADriver.DriverArgs
+		args.Flavour, args.GPUPools, args.DriverRoot = cl.Flavour, cl.GPUPools, cl.DriverRoot
+		driver, err := dra.NewDriver(ctx, "dra", &args, inCluster...)
 		if err != nil {
 			return fmt.Errorf("creating the NVIDIA DRA driver: %w", err)
 		}
 		afterDriver = append(afterDriver, driver)
 	}
-
-	var platformConn *vcluster.PlatformConnection
-	var afterPlatform []pulumi.Resource
-	network := tenancy.NetworkArgs{
-		// Cilium gives the API server an identity that ipBlock rules do not match (tenancy.NetworkArgs).
-		CiliumAPIServerAccess: cl.Flavour == cluster.Scaleway && cfg.Scaleway.CNI == "cilium",
+	shared := tenantShared{
+		vcluster:    cfg.VCluster,
+		tolerations: cl.GPUTaints(),
+		network: tenancy.NetworkArgs{
+			// Cilium gives the API server an identity that ipBlock rules do not match (tenancy.NetworkArgs).
+			CiliumAPIServerAccess: cl.Flavour == cluster.Scaleway && cfg.Scaleway.CNI == "cilium",
+		},
 	}
+	var afterPlatform []pulumi.Resource
 	if cfg.PlatformEnabled() {
-		platform, err := vcluster.NewPlatform(ctx, "platform", &vcluster.PlatformArgs{
-			Chart:         cfg.Platform.Chart,
-			Host:          cfg.Platform.Host,
-			AdminPassword: pulumi.ToSecret(pulumi.String(string(cfg.Secrets.PlatformAdminPassword))).(pulumi.StringOutput),
-			LicenseToken:  optionalSecret(cfg.Secrets.PlatformLicenseToken),
-			AccessKey:     optionalSecret(cfg.Secrets.PlatformAccessKey),
-		}, inCluster...)
+		args := cfg.Platform.PlatformArgs
+		args.AdminPassword = pulumi.ToSecret(pulumi.String(string(cfg.Secrets.PlatformAdminPassword))).(pulumi.StringOutput)
+		args.LicenseToken = optionalSecret(cfg.Secrets.PlatformLicenseToken)
+		args.AccessKey = optionalSecret(cfg.Secrets.PlatformAccessKey)
+		platform, err := vcluster.NewPlatform(ctx, "platform", &args, inCluster...)
 		if err != nil {
 			return fmt.Errorf("creating vCluster Platform: %w", err)
 		}
-		platformConn = platform.Connection
+		shared.platform = platform.Connection
 		afterPlatform = append(afterPlatform, platform)
 		// The platform proxies to each tenant's vCluster API.
-		network.IngressFromNamespaces = []string{vcluster.DefaultPlatformNamespace}
+		shared.network.IngressFromNamespaces = []string{vcluster.DefaultPlatformNamespace}
 	}
-
-	catalog, err := tenancy.NewCatalog(ctx, "gpu-catalog", &tenancy.CatalogArgs{Classes: gpuClasses(cfg)},
+	shared.catalog, err = tenancy.NewCatalog(ctx, "gpu-catalog", &tenancy.CatalogArgs{Classes: cfg.GPUClasses, Grants: cfg.Grants()},
 		append(inCluster, pulumi.DependsOn(afterDriver))...)
 	if err != nil {
 		return fmt.Errorf("creating the GPU catalog: %w", err)
 	}
-
 	tenants := pulumi.Map{}
 	for _, t := range cfg.Tenants {
-		out, err := newTenant(ctx, cfg, cl, catalog, t, network, platformConn, append(inCluster, pulumi.DependsOn(afterPlatform))...)
+		out, err := shared.newTenant(ctx, t, append(inCluster, pulumi.DependsOn(afterPlatform))...)
 		if err != nil {
 			return err
 		}
@@ -108,65 +99,47 @@ func build(ctx *pulumi.Context, cfg *Config, baseDir string) error {
 	return nil
 }
 
-func newTenant(ctx *pulumi.Context, cfg *Config, cl *cluster.Cluster, catalog *tenancy.Catalog, t TenantConfig,
-	network tenancy.NetworkArgs, platform *vcluster.PlatformConnection, opts ...pulumi.ResourceOption) (pulumi.Map, error) {
-	args := tenantArgs(t)
-	args.Catalog = catalog
-	args.Network.CiliumAPIServerAccess = network.CiliumAPIServerAccess
-	args.Network.IngressFromNamespaces = network.IngressFromNamespaces
-	tenant, err := tenancy.NewTenant(ctx, t.Name, args, opts...)
+// tenantShared is what every tenant shares, computed once by build.
+type tenantShared struct {
+	catalog     *tenancy.Catalog
+	network     tenancy.NetworkArgs
+	vcluster    vcluster.Settings
+	platform    *vcluster.PlatformConnection
+	tolerations []cluster.Taint
+}
+
+// newTenant builds a tenant's host-side guard rails and, when tenants get one, its vCluster.
+func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantConfig, opts ...pulumi.ResourceOption) (pulumi.Map, error) {
+	args := t.TenantArgs
+	args.Catalog, args.Network = s.catalog, s.network
+	tenant, err := tenancy.NewTenant(ctx, t.Name, &args, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating tenant %q: %w", t.Name, err)
 	}
 	out := pulumi.Map{"namespace": tenant.Namespace, "classes": tenant.Classes}
-	if !cfg.VClusterEnabled() {
+	if !s.vcluster.IsEnabled() {
 		return out, nil
-	}
-	var tolerations []cluster.Taint
-	seen := map[cluster.Taint]bool{}
-	for _, p := range cl.GPUPools {
-		if p.Taint.Key != "" && !seen[p.Taint] {
-			seen[p.Taint] = true
-			tolerations = append(tolerations, p.Taint)
-		}
 	}
 	vc, err := vcluster.NewVirtualCluster(ctx, t.Name, &vcluster.VirtualClusterArgs{
 		Tenant:             t.Name,
 		Namespace:          tenant.Namespace,
-		Chart:              cfg.VCluster.Chart,
-		ClassSelectorLabel: tenancy.ClassTenantLabel(t.Name),
-		GPUTolerations:     tolerations,
-		ControlPlane: vcluster.ResourceRequirements{
-			Requests: vcluster.ResourceList{CPU: t.VCluster.CPU, Memory: t.VCluster.Memory},
-			Limits:   vcluster.ResourceList{Memory: t.VCluster.Memory},
-		},
-		Persistence:      vcluster.Persistence{Size: t.VCluster.StorageSize, StorageClass: t.VCluster.StorageClass},
-		KubeconfigServer: strings.ReplaceAll(cfg.VCluster.KubeconfigServer, "{tenant}", t.Name),
-		Platform:         platform,
-		Await:            cfg.VClusterAwait(),
+		Chart:              s.vcluster.Chart,
+		ClassSelectorLabel: naming.ClassTenantLabel(t.Name),
+		GPUTolerations:     s.tolerations,
+		ControlPlane:       t.VCluster,
+		KubeconfigServer:   s.vcluster.ServerFor(t.Name),
+		Platform:           s.platform,
+		Await:              s.vcluster.Awaits(),
 		// The quota and limit range must be in place before the vCluster's pods are admitted.
 	}, append(opts, pulumi.DependsOn(tenant.Admission))...)
 	if err != nil {
 		return nil, fmt.Errorf("creating the vCluster of tenant %q: %w", t.Name, err)
 	}
 	out["kubeconfigSecret"] = pulumi.Sprintf("%s/%s", vc.KubeconfigSecretNamespace, vc.KubeconfigSecretName)
-	if cfg.VClusterAwait() {
+	if s.vcluster.Awaits() {
 		out["kubeconfig"] = vc.Kubeconfig
 	}
 	return out, nil
-}
-
-// tenantArgs are the tenant component's arguments from config; the pipeline adds the catalog and cluster-wide
-// network settings.
-func tenantArgs(t TenantConfig) *tenancy.TenantArgs {
-	return &tenancy.TenantArgs{
-		Name:        t.Name,
-		Classes:     t.Classes,
-		DeviceQuota: t.GPUQuota,
-		CPU:         t.CPUQuota,
-		Memory:      t.MemoryQuota,
-		Network:     tenancy.NetworkArgs{BlockedEgressCIDRs: t.BlockedEgressCIDRs},
-	}
 }
 
 func optionalSecret(s Secret) pulumi.StringInput {
@@ -176,71 +149,16 @@ func optionalSecret(s Secret) pulumi.StringInput {
 	return pulumi.ToSecret(pulumi.String(string(s))).(pulumi.StringOutput)
 }
 
-// maxGPUNodes is how many GPU nodes the pools may scale to.
-func maxGPUNodes(cfg *Config) int {
-	n := 0
-	for _, p := range cfg.GPUPools {
-		n += *p.MaxNodes
-	}
-	return n
-}
-
-func gpuClasses(cfg *Config) []tenancy.GPUClass {
-	var out []tenancy.GPUClass
-	for _, c := range cfg.GPUClasses {
-		class := tenancy.GPUClass{
-			Name: c.Name, Device: tenancy.DeviceKind(c.Device), MIGProfile: c.MIGProfile, Product: c.Product, ExtraCEL: c.ExtraCEL,
-		}
-		for _, t := range cfg.Tenants {
-			if slices.Contains(t.Classes, c.Name) {
-				class.Tenants = append(class.Tenants, t.Name)
-			}
-		}
-		out = append(out, class)
-	}
-	return out
-}
-
 func newCluster(ctx *pulumi.Context, cfg *Config, baseDir string) (*cluster.Cluster, error) {
 	switch cfg.Cloud {
-	case "gke":
-		g := cfg.GKE
-		args := &gke.ClusterArgs{
-			Project: g.Project, Zone: g.Zone, Region: GKERegion(g.Zone), KubernetesVersion: g.KubernetesVersion,
-			ReleaseChannel: g.ReleaseChannel, DeletionProtection: *g.DeletionProtection,
-			SystemPool: gke.SystemPoolArgs{MachineType: g.SystemPool.MachineType, MinNodes: *g.SystemPool.MinNodes, MaxNodes: *g.SystemPool.MaxNodes},
-		}
-		for _, p := range cfg.GPUPools {
-			acc := gkeAccelerators[p.Accelerator]
-			args.GPUPools = append(args.GPUPools, gke.GPUPoolArgs{
-				Name: p.Name, MachineType: p.MachineType, Accelerator: p.Accelerator, GPUCount: gkeGPUCount(p.MachineType),
-				Partition: p.Partition, MinNodes: *p.MinNodes, MaxNodes: *p.MaxNodes, Model: acc.model,
-			})
-		}
-		c, err := gke.NewCluster(ctx, "gke", args)
+	case cluster.GKE:
+		c, err := gke.NewCluster(ctx, "gke", &cfg.GKE)
 		if err != nil {
 			return nil, fmt.Errorf("creating the GKE cluster: %w", err)
 		}
 		return c.Contract(), nil
-	case "scaleway":
-		s := cfg.Scaleway
-		args := &scaleway.ClusterArgs{
-			Zone: s.Zone, Region: ScalewayRegion(s.Zone), KubernetesVersion: s.KubernetesVersion, CNI: s.CNI,
-			DeleteAdditionalResources: s.DeleteAdditionalResources,
-			AutoUpgrade: scaleway.AutoUpgradeArgs{Enabled: *s.AutoUpgrade.Enabled, MaintenanceWindowDay: s.AutoUpgrade.MaintenanceWindowDay,
-				MaintenanceWindowStartHour: *s.AutoUpgrade.MaintenanceWindowStartHour},
-			Autoscaler: scaleway.AutoscalerArgs{ScaleDownDelayAfterAdd: s.Autoscaler.ScaleDownDelayAfterAdd,
-				ScaleDownUnneededTime: s.Autoscaler.ScaleDownUnneededTime, Expander: s.Autoscaler.Expander},
-			SystemPool: scaleway.SystemPoolArgs{NodeType: s.SystemPool.NodeType, MinNodes: *s.SystemPool.MinNodes, MaxNodes: *s.SystemPool.MaxNodes},
-		}
-		for _, p := range cfg.GPUPools {
-			nt := scalewayNodeTypes[p.NodeType]
-			args.GPUPools = append(args.GPUPools, scaleway.GPUPoolArgs{
-				Name: p.Name, NodeType: p.NodeType, GPUsPerNode: nt.gpus, Partition: p.Partition,
-				MinNodes: *p.MinNodes, MaxNodes: *p.MaxNodes, Model: nt.model,
-			})
-		}
-		c, err := scaleway.NewCluster(ctx, "kapsule", args)
+	case cluster.Scaleway:
+		c, err := scaleway.NewCluster(ctx, "kapsule", &cfg.Scaleway)
 		if err != nil {
 			return nil, fmt.Errorf("creating the Kapsule cluster: %w", err)
 		}
@@ -250,10 +168,9 @@ func newCluster(ctx *pulumi.Context, cfg *Config, baseDir string) (*cluster.Clus
 		if err != nil {
 			return nil, err
 		}
-		c, err := cluster.NewExisting(ctx, "existing", &cluster.ExistingArgs{
-			Kubeconfig: pulumi.ToSecret(pulumi.String(kubeconfig)).(pulumi.StringOutput),
-			GPUPools:   existingPools(cfg),
-		})
+		args := cfg.Existing
+		args.Kubeconfig = pulumi.ToSecret(pulumi.String(kubeconfig)).(pulumi.StringOutput)
+		c, err := cluster.NewExisting(ctx, "existing", &args)
 		if err != nil {
 			return nil, fmt.Errorf("wrapping the existing cluster: %w", err)
 		}

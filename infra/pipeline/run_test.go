@@ -122,7 +122,7 @@ func TestBadConfigRegistersNothing(t *testing.T) {
 		"a selector that does not compile": {map[string]string{"gpu-tenancy:gpuClasses": `[{"name":"gpu-whole","device":"gpu","extraCEL":"device.driver =="},` +
 			`{"name":"gpu-slice","device":"mig","migProfile":"1g.5gb"}]`}, []string{"gpu-tenancy:gpuClasses[0].extraCEL"}},
 		"a CIDR the tenant component refuses": {map[string]string{"gpu-tenancy:tenants": `[{"name":"legal-ai","classes":["gpu-whole"],` +
-			`"gpuQuota":{"gpu-whole":1},"blockedEgressCIDRs":["10.1.2.3/8"]}]`}, []string{"gpu-tenancy:tenants[0]"}},
+			`"gpuQuota":{"gpu-whole":1},"blockedEgressCIDRs":["10.1.2.3/8"]}]`}, []string{"gpu-tenancy:tenants[0].blockedEgressCIDRs[0]"}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

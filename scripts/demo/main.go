@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
 	"github.com/gpu-tenancy/gpu-tenancy/tests/probe"
@@ -128,9 +128,9 @@ type row struct{ tenant, sees, admitted, device, denied, why string }
 func tenantRows(ctx context.Context, cs kubernetes.Interface, tenants []pipeline.TenantConfig) ([]row, error) {
 	var rows []row
 	for _, t := range tenants {
-		ns := tenancy.Namespace(t.Name)
+		ns := naming.Namespace(t.Name)
 		r := row{tenant: t.Name}
-		classes, err := cs.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{LabelSelector: tenancy.ClassTenantLabel(t.Name) + "=true"})
+		classes, err := cs.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{LabelSelector: naming.ClassTenantLabel(t.Name) + "=true"})
 		if err != nil {
 			return nil, err
 		}
@@ -214,7 +214,7 @@ func down(ctx context.Context) error {
 	zero := int64(0)
 	for _, t := range tenants {
 		// No kubelet confirms a graceful delete, so demo pods go at once.
-		err := cs.CoreV1().Pods(tenancy.Namespace(t.Name)).DeleteCollection(ctx,
+		err := cs.CoreV1().Pods(naming.Namespace(t.Name)).DeleteCollection(ctx,
 			metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting demo pods of %s: %w", t.Name, err)

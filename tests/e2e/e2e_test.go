@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
@@ -178,16 +179,16 @@ func checkObjects(t *testing.T, ctx context.Context) {
 	} {
 		dc, err := client.ResourceV1().DeviceClasses().Get(ctx, c.class, metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, "true", dc.Labels[tenancy.ClassTenantLabel(c.tenant)])
+		assert.Equal(t, "true", dc.Labels[naming.ClassTenantLabel(c.tenant)])
 		require.Len(t, dc.Spec.Selectors, 1)
 		assert.Contains(t, dc.Spec.Selectors[0].CEL.Expression, c.selects)
 		assert.Contains(t, dc.Spec.Selectors[0].CEL.Expression, "device.driver == 'gpu.nvidia.com'")
 	}
 	for _, tenant := range []string{legal, research} {
-		ns := tenancy.Namespace(tenant)
+		ns := naming.Namespace(tenant)
 		n, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, tenant, n.Labels[tenancy.TenantNamespaceLabel])
+		assert.Equal(t, tenant, n.Labels[naming.TenantNamespaceLabel])
 		quotas, err := client.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		found := false
@@ -215,7 +216,7 @@ func checkObjects(t *testing.T, ctx context.Context) {
 			}
 		}
 		assert.True(t, blocksMetadata, "network policies of %s must block the metadata endpoint", tenant)
-		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, tenancy.EntitlementBinding(tenant), metav1.GetOptions{})
+		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, naming.EntitlementPolicy(tenant), metav1.GetOptions{})
 		assert.NoError(t, err, "entitlement binding of %s", tenant)
 		// The vCluster release's objects: its control plane StatefulSet and the release record.
 		_, err = client.AppsV1().StatefulSets(ns).Get(ctx, tenant, metav1.GetOptions{})
@@ -229,7 +230,7 @@ func checkObjects(t *testing.T, ctx context.Context) {
 }
 
 func checkEntitlements(t *testing.T, ctx context.Context) {
-	ns := tenancy.Namespace(legal)
+	ns := naming.Namespace(legal)
 	claims := client.ResourceV1().ResourceClaims(ns)
 	eventually(t, ctx, func() error {
 		_, err := claims.Create(ctx, probe.Claim(ns, "granted", probe.Request{Classes: []string{whole}}), dryRun)
@@ -290,7 +291,7 @@ func checkEntitlements(t *testing.T, ctx context.Context) {
 // checkQuotaAndAllocation: legal-ai may hold 3 whole GPUs and the simulated pool has 2; research-ai gets MIG slices
 // through a claim template.
 func checkQuotaAndAllocation(t *testing.T, ctx context.Context) {
-	ns := tenancy.Namespace(legal)
+	ns := naming.Namespace(legal)
 	require.NoError(t, probe.WaitServiceAccount(ctx, client, ns, time.Minute))
 	var allocated []probe.Allocation
 	for _, name := range []string{"whole-a", "whole-b", "whole-c"} {
@@ -334,7 +335,7 @@ func checkQuotaAndAllocation(t *testing.T, ctx context.Context) {
 	})
 
 	t.Run("research-ai gets a 1g.5gb MIG device through a claim template", func(t *testing.T) {
-		rns := tenancy.Namespace(research)
+		rns := naming.Namespace(research)
 		require.NoError(t, probe.WaitServiceAccount(ctx, client, rns, time.Minute))
 		_, err := client.ResourceV1().ResourceClaimTemplates(rns).Create(ctx,
 			probe.ClaimTemplate(rns, "slice", probe.Request{Classes: []string{slice}}), metav1.CreateOptions{})
@@ -350,7 +351,7 @@ func checkQuotaAndAllocation(t *testing.T, ctx context.Context) {
 
 func deleteProbes(t *testing.T, ctx context.Context) {
 	for _, tenant := range []string{legal, research} {
-		ns := tenancy.Namespace(tenant)
+		ns := naming.Namespace(tenant)
 		zero := int64(0)
 		require.NoError(t, client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}))
 		require.NoError(t, client.ResourceV1().ResourceClaimTemplates(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
@@ -400,7 +401,7 @@ func checkState(t *testing.T, env *stackEnv) {
 
 func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 	tenants := env.tenants()
-	audit := pipeline.TenantConfig{Name: "audit-ai", Classes: []string{slice}, GPUQuota: map[string]int{slice: 1}}
+	audit := pipeline.TenantConfig{TenantArgs: tenancy.TenantArgs{Name: "audit-ai", Classes: []string{slice}, GPUQuota: map[string]int{slice: 1}}}
 
 	t.Run("adding a tenant creates it and touches no other tenant", func(t *testing.T) {
 		res, err := env.open(ctx, append(tenants, audit)).Up(ctx)
@@ -411,8 +412,8 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		assert.Equal(t, 1, changes["update"], "only the gpu-slice DeviceClass gains a grant label: %v", changes)
 		dc, err := client.ResourceV1().DeviceClasses().Get(ctx, slice, metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, "true", dc.Labels[tenancy.ClassTenantLabel("audit-ai")])
-		_, err = client.CoreV1().Namespaces().Get(ctx, tenancy.Namespace("audit-ai"), metav1.GetOptions{})
+		assert.Equal(t, "true", dc.Labels[naming.ClassTenantLabel("audit-ai")])
+		_, err = client.CoreV1().Namespaces().Get(ctx, naming.Namespace("audit-ai"), metav1.GetOptions{})
 		assert.NoError(t, err)
 	})
 
@@ -424,7 +425,7 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		changes := *res.Summary.ResourceChanges
 		assert.Equal(t, 1, changes["update"], "%v", changes)
 		assert.Zero(t, changes["create"]+changes["delete"]+changes["replace"], "%v", changes)
-		quotas, err := client.CoreV1().ResourceQuotas(tenancy.Namespace(research)).List(ctx, metav1.ListOptions{})
+		quotas, err := client.CoreV1().ResourceQuotas(naming.Namespace(research)).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		got := ""
 		for _, q := range quotas.Items {
@@ -441,7 +442,7 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		changed[1].GPUQuota = map[string]int{slice: 5, whole: 1}
 		_, err := env.open(ctx, append(changed, audit)).Up(ctx)
 		require.NoError(t, err)
-		ns := tenancy.Namespace(research)
+		ns := naming.Namespace(research)
 		eventually(t, ctx, func() error {
 			_, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, probe.Claim(ns, "granted", probe.Request{Classes: []string{whole}}), dryRun)
 			return err
@@ -452,23 +453,23 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		_, err := env.open(ctx, nil).Up(ctx)
 		require.NoError(t, err)
 		eventually(t, ctx, func() error {
-			if _, err := client.CoreV1().Namespaces().Get(ctx, tenancy.Namespace("audit-ai"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			if _, err := client.CoreV1().Namespaces().Get(ctx, naming.Namespace("audit-ai"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return errorf("namespace of audit-ai still there (%v)", err)
 			}
 			return nil
 		})
-		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, tenancy.EntitlementBinding("audit-ai"), metav1.GetOptions{})
+		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, naming.EntitlementPolicy("audit-ai"), metav1.GetOptions{})
 		assert.True(t, apierrors.IsNotFound(err), "binding of audit-ai: %v", err)
 		_, err = client.CoreV1().ConfigMaps(tenancy.SystemNamespace).Get(ctx, tenancy.GrantsConfigMap("audit-ai"), metav1.GetOptions{})
 		assert.True(t, apierrors.IsNotFound(err), "grants of audit-ai: %v", err)
 		for _, class := range []string{whole, slice} {
 			dc, err := client.ResourceV1().DeviceClasses().Get(ctx, class, metav1.GetOptions{})
 			require.NoError(t, err)
-			assert.NotContains(t, dc.Labels, tenancy.ClassTenantLabel("audit-ai"))
+			assert.NotContains(t, dc.Labels, naming.ClassTenantLabel("audit-ai"))
 		}
 		dc, err := client.ResourceV1().DeviceClasses().Get(ctx, whole, metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.NotContains(t, dc.Labels, tenancy.ClassTenantLabel(research), "the grant of gpu-whole to research-ai is gone again")
+		assert.NotContains(t, dc.Labels, naming.ClassTenantLabel(research), "the grant of gpu-whole to research-ai is gone again")
 	})
 }
 

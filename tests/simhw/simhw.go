@@ -30,7 +30,8 @@ import (
 
 // Names in the simulated inventory.
 const (
-	// Driver is the DRA driver name the NVIDIA GPU plugin publishes under (gpu-facts 1.3).
+	// Driver is the DRA driver name the NVIDIA GPU plugin publishes under (kubernetes-sigs/dra-driver-nvidia-gpu
+	// v0.4.0 docs/install.md).
 	Driver = "gpu.nvidia.com"
 	// PoolWhole holds whole A100 40GB GPUs (device gpu-0 on each node).
 	PoolWhole = "a100-whole"

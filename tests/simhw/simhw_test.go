@@ -170,7 +170,9 @@ func TestUUIDsAreUnique(t *testing.T) {
 	}
 }
 
-// The selectors gpu-facts 1.7 gives for tenant classes must pick exactly the intended devices.
+// The selectors NVIDIA's own examples use for whole A100s and 1g.5gb slices (kubernetes-sigs/dra-driver-nvidia-gpu
+// v0.4.0 demo/specs/quickstart/v1/gpu-test6.yaml, demo/specs/extended-resources/mig-1g-12gb.yaml) must pick exactly
+// the intended devices.
 func TestClassSelectorsPickTheIntendedDevices(t *testing.T) {
 	tests := []struct {
 		name     string

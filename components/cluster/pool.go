@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// NodeBounds are an autoscaled pool's node count bounds as config spells them; unset bounds take the pool kind's
+// defaults (see Or).
+type NodeBounds struct {
+	MinNodes *int `json:"minNodes"`
+	MaxNodes *int `json:"maxNodes"`
+}
+
+// Or returns the bounds, with minNodes and maxNodes where they are unset.
+func (b NodeBounds) Or(minNodes, maxNodes int) (int, int) {
+	if b.MinNodes != nil {
+		minNodes = *b.MinNodes
+	}
+	if b.MaxNodes != nil {
+		maxNodes = *b.MaxNodes
+	}
+	return minNodes, maxNodes
+}
+
+// PoolSpec is what every flavour's GPU pool has in common, as a stack's `gpuPools[]` entry spells it; each flavour
+// embeds it in its own pool spec.
+type PoolSpec struct {
+	// Name names the pool and its nodes' gpu-tenancy.io/pool label.
+	Name string `json:"name"`
+	// Partition is the MIG profile the pool's GPUs are split into, or "" for whole GPUs.
+	Partition string `json:"partition"`
+	// MinNodes defaults to 0 (GPU pools scale to zero), MaxNodes to max(1, MinNodes).
+	NodeBounds
+}
+
+// Min and Max are the node bounds after defaults.
+func (p PoolSpec) Min() int { n, _ := p.Or(0, 0); return n }
+func (p PoolSpec) Max() int { _, n := p.Or(0, max(1, p.Min())); return n }
+
+// Validate checks the name and the node bounds; the partition is checked by the flavour, which knows the GPU model.
+func (p PoolSpec) Validate(path *field.Path) field.ErrorList {
+	errs := fieldcheck.DNSLabel(path.Child("name"), p.Name, validation.DNS1123LabelMaxLength)
+	return append(errs, ValidateNodeBounds(path, p.Min(), p.Max())...)
+}
+
+// ValidateNodeBounds checks an autoscaled pool's bounds: minNodes may be 0, maxNodes at least max(1, minNodes).
+func ValidateNodeBounds(path *field.Path, minNodes, maxNodes int) field.ErrorList {
+	var errs field.ErrorList
+	if minNodes < 0 {
+		errs = append(errs, field.Invalid(path.Child("minNodes"), minNodes, "must be 0 or more"))
+	}
+	if want := max(1, minNodes); maxNodes < want {
+		errs = append(errs, field.Invalid(path.Child("maxNodes"), maxNodes, fmt.Sprintf("must be at least %d (max(1, minNodes))", want)))
+	}
+	return errs
+}
+
+// ValidatePartition checks that model can be partitioned into the MIG profile partition ("" means whole GPUs).
+func ValidatePartition(path *field.Path, partition string, model GPUModel) field.ErrorList {
+	if partition == "" || model.HasMIGProfile(partition) {
+		return nil
+	}
+	if len(model.MIGProfiles) == 0 {
+		return field.ErrorList{field.Invalid(path, partition, fmt.Sprintf("%s has no MIG partitions", model.ProductName))}
+	}
+	return field.ErrorList{field.NotSupported(path, partition, model.MIGProfiles)}
+}
+
+// ValidateZoneOffers refuses a pool whose machine (value, at path) is not known to be offered in the cluster's zone;
+// clusterPath is the cluster's config block, whose zone and allowUnlistedZone keys the message names.
+func ValidateZoneOffers(path *field.Path, value string, zones []string, zone string, clusterPath *field.Path) field.ErrorList {
+	if slices.Contains(zones, zone) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path, value, fmt.Sprintf(
+		"is not offered in zone %s (%s); zones known to offer it: %s; if it is offered there now, set %s: true",
+		zone, clusterPath.Child("zone"), strings.Join(zones, ", "), clusterPath.Child("allowUnlistedZone")))}
+}
+
+// MinKubernetesMinor is the oldest Kubernetes minor the platform supports: DRA on resource.k8s.io/v1 is GA from 1.34
+// (https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/).
+const MinKubernetesMinor = 34
+
+var (
+	versionRE   = regexp.MustCompile(`^1\.([0-9]+)(\.[0-9]+)?(-gke\.[0-9]+)?$`)
+	minorOnlyRE = regexp.MustCompile(`^1\.[0-9]+$`)
+)
+
+// ValidateKubernetesVersion checks a cloud cluster's Kubernetes version. A non-empty minorOnly refuses a patch
+// version and says why (Kapsule takes only x.y while auto-upgrade is on).
+func ValidateKubernetesVersion(path *field.Path, v, minorOnly string) field.ErrorList {
+	m := versionRE.FindStringSubmatch(v)
+	if m == nil {
+		return field.ErrorList{field.Invalid(path, v, "must be a Kubernetes version such as 1.35 or 1.35.2")}
+	}
+	if minor, _ := strconv.Atoi(m[1]); minor < MinKubernetesMinor {
+		return field.ErrorList{field.Invalid(path, v, fmt.Sprintf("must be 1.%d or later: DRA on resource.k8s.io/v1 needs it", MinKubernetesMinor))}
+	}
+	if minorOnly != "" && !minorOnlyRE.MatchString(v) {
+		return field.ErrorList{field.Invalid(path, v, "must be a minor version such as 1.35 "+minorOnly)}
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+// Package naming holds what the platform writes on the host cluster and what other programs read back: namespace
+// names, labels, quota keys and admission object names. The components create objects with these names; the
+// operators' CLI, the policy pack and the tests find them by the same names. It imports nothing, so a small program
+// can use it without compiling the Pulumi SDKs.
+package naming
+
+const (
+	// Driver is the NVIDIA DRA driver's name and the domain of its device attributes
+	// (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0 cmd/gpu-kubelet-plugin/deviceinfo.go).
+	Driver = "gpu.nvidia.com"
+	// DriverClassSuffix ends the name of every DeviceClass the NVIDIA DRA driver chart creates (gpu.nvidia.com,
+	// mig.nvidia.com, vfio.gpu.nvidia.com, compute-domain-*.nvidia.com: dra-driver-nvidia-gpu v0.4.0
+	// deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-*.yaml). Those classes select every GPU.
+	DriverClassSuffix = ".nvidia.com"
+)
+
+// Labels.
+const (
+	// TenantNamespaceLabel marks a tenant's host namespace with the tenant's name; the admission bindings select
+	// namespaces by it.
+	TenantNamespaceLabel = "gpu-tenancy.io/tenant"
+	// ClassTenantLabelPrefix prefixes the per-tenant grant label on DeviceClasses (see ClassTenantLabel).
+	ClassTenantLabelPrefix = "tenant.gpu-tenancy.io/"
+	// PlatformOnlyLabel marks a DeviceClass the catalog grants to no tenant, for the platform's own namespaces.
+	PlatformOnlyLabel = "gpu-tenancy.io/platform-only"
+	// ManagedByLabel and ManagedBy mark every object the platform creates.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedBy      = "gpu-tenancy"
+	// PoolLabel names the GPU pool a node belongs to.
+	PoolLabel = "gpu-tenancy.io/pool"
+)
+
+// NamespacePrefix prefixes each tenant's host namespace (see Namespace).
+const NamespacePrefix = "vcluster-"
+
+// Namespace is the host namespace of a tenant's vCluster and of everything it syncs to the host.
+func Namespace(tenant string) string { return NamespacePrefix + tenant }
+
+// ClassTenantLabel is the label a DeviceClass carries, with value "true", for each tenant granted the class; a
+// tenant's vCluster syncs exactly the DeviceClasses with matchLabels{ClassTenantLabel(tenant): "true"}.
+func ClassTenantLabel(tenant string) string { return ClassTenantLabelPrefix + tenant }
+
+// DeviceQuotaSuffix follows a DeviceClass name in the ResourceQuota key that caps its devices
+// (k8s.io/api v0.34.4 core/v1/types.go ResourceClaimsPerClass).
+const DeviceQuotaSuffix = ".deviceclass.resource.k8s.io/devices"
+
+// DeviceQuotaKey is the ResourceQuota key that caps the devices of one DeviceClass in a namespace.
+func DeviceQuotaKey(class string) string { return class + DeviceQuotaSuffix }
+
+// Objects in each tenant namespace.
+const (
+	// TenantQuota caps the namespace's CPU, memory and devices per granted class.
+	TenantQuota = "tenant-quota"
+	// ContainerDefaults is the LimitRange that gives containers without resources a request and a limit.
+	ContainerDefaults = "container-defaults"
+)
+
+// EntitlementPolicyPrefix prefixes each tenant's entitlement policy and its binding (see EntitlementPolicy).
+const EntitlementPolicyPrefix = "gpu-tenancy-device-entitlements-"
+
+// EntitlementPolicy names the ValidatingAdmissionPolicy, and its binding, that lets a tenant's namespace claim only
+// the classes granted to it.
+func EntitlementPolicy(tenant string) string { return EntitlementPolicyPrefix + tenant }
+
+// Pod Security Admission namespace labels (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
+const (
+	PodSecurityEnforceLabel        = "pod-security.kubernetes.io/enforce"
+	PodSecurityEnforceVersionLabel = "pod-security.kubernetes.io/enforce-version"
+	PodSecurityWarnLabel           = "pod-security.kubernetes.io/warn"
+	PodSecurityWarnVersionLabel    = "pod-security.kubernetes.io/warn-version"
+	PodSecurityAuditLabel          = "pod-security.kubernetes.io/audit"
+	PodSecurityAuditVersionLabel   = "pod-security.kubernetes.io/audit-version"
+)

@@ -1,0 +1,64 @@
+package scaleway
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// CNIs are the CNIs Kapsule offers (scaleway/docs-content pages/kubernetes/reference-content/version-support-policy.mdx).
+var CNIs = []string{"cilium", "calico"}
+
+var weekdays = []string{"any", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
+
+// Validate checks the cluster (at path) and its GPU pools (at poolsPath) against Kapsule's rules and the node-type
+// table; it is the single owner of these rules, for the stack config and for NewCluster alike.
+func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	zoneOK := false
+	switch {
+	case a.Zone == "":
+		errs = append(errs, field.Required(path.Child("zone"), "a zone such as fr-par-2 (GPU types: fr-par-2, pl-waw-2)"))
+	case !slices.Contains(Zones, a.Zone):
+		errs = append(errs, field.NotSupported(path.Child("zone"), a.Zone, Zones))
+	default:
+		zoneOK = true
+	}
+	minorOnly := ""
+	if a.AutoUpgrade.enabled() {
+		minorOnly = fmt.Sprintf("while %s is true", path.Child("autoUpgrade", "enabled"))
+	}
+	errs = append(errs, cluster.ValidateKubernetesVersion(path.Child("kubernetesVersion"), a.KubernetesVersion, minorOnly)...)
+	if e := fieldcheck.OneOf(path.Child("cni"), a.CNI, CNIs); e != nil {
+		errs = append(errs, e)
+	}
+	if d := a.AutoUpgrade.MaintenanceWindowDay; d != "" && !slices.Contains(weekdays, d) {
+		errs = append(errs, field.NotSupported(path.Child("autoUpgrade", "maintenanceWindowDay"), d, weekdays))
+	}
+	if h := a.AutoUpgrade.MaintenanceWindowStartHour; h != nil && (*h < 0 || *h > 23) {
+		errs = append(errs, field.Invalid(path.Child("autoUpgrade", "maintenanceWindowStartHour"), *h, "must be an hour from 0 to 23"))
+	}
+	sysMin, sysMax := a.SystemPool.bounds()
+	errs = append(errs, cluster.ValidateNodeBounds(path.Child("systemPool"), sysMin, sysMax)...)
+
+	names := make([]string, len(a.GPUPools))
+	for i, pool := range a.GPUPools {
+		pp := poolsPath.Index(i)
+		names[i] = pool.Name
+		errs = append(errs, pool.PoolSpec.Validate(pp)...)
+		nt, ok := nodeTypes[pool.NodeType]
+		if !ok {
+			errs = append(errs, fieldcheck.OneOf(pp.Child("nodeType"), pool.NodeType, slices.Sorted(maps.Keys(nodeTypes))))
+			continue
+		}
+		if zoneOK && !a.AllowUnlistedZone {
+			errs = append(errs, cluster.ValidateZoneOffers(pp.Child("nodeType"), pool.NodeType, nt.zones, a.Zone, path)...)
+		}
+		errs = append(errs, cluster.ValidatePartition(pp.Child("partition"), pool.Partition, nt.model)...)
+	}
+	return append(errs, fieldcheck.UniqueNames(poolsPath, names)...)
+}
