@@ -8,7 +8,9 @@
 #   scripts/local-cluster.sh status   report each component; exit 1 unless all are up
 #   scripts/local-cluster.sh purge    down, then delete the data directory (fresh etcd and certs)
 #
-# Admin kubeconfig: $GT_CLUSTER_DIR/kubeconfig (default .tools/local-cluster/kubeconfig).
+# Admin kubeconfig: $GT_CLUSTER_DIR/kubeconfig (default .tools/local-cluster/kubeconfig). The scheduler runs as
+# system:kube-scheduler and the controller-manager as system:kube-controller-manager with a service account per
+# controller (--use-service-account-credentials), the identities real clusters use and RBAC's bootstrap roles serve.
 # Logs: $GT_CLUSTER_DIR/logs/<component>.log; pids: $GT_CLUSTER_DIR/run/<component>.pid.
 #
 # Environment (defaults in brackets):
@@ -90,9 +92,12 @@ ensure_pki() {
 	[[ -f $PKI/ca.crt ]] || { log "generating certificates in $PKI"; new_ca ca gpu-tenancy-local-ca; }
 	[[ -f $PKI/apiserver.crt ]] || sign ca apiserver "/CN=kube-apiserver" \
 		"subjectAltName=IP:127.0.0.1,IP:$SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment"
-	# system:masters: the controller-manager runs every controller with this one identity
-	# (--use-service-account-credentials=false) and tests need cluster-admin.
+	# system:masters: tests and the demo need cluster-admin.
 	[[ -f $PKI/admin.crt ]] || sign ca admin "/O=system:masters/CN=gpu-tenancy-admin" "$CLIENT_EXT"
+	# The components' own users, bound to their roles by RBAC's bootstrap policy (kubernetes v1.34.4
+	# plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go).
+	[[ -f $PKI/kube-scheduler.crt ]] || sign ca kube-scheduler "/CN=system:kube-scheduler" "$CLIENT_EXT"
+	[[ -f $PKI/kube-controller-manager.crt ]] || sign ca kube-controller-manager "/CN=system:kube-controller-manager" "$CLIENT_EXT"
 	# The aggregation layer's front proxy; without it every component logs a missing
 	# requestheader CA on each resync.
 	[[ -f $PKI/front-proxy-ca.crt ]] || new_ca front-proxy-ca gpu-tenancy-local-front-proxy-ca
@@ -104,8 +109,10 @@ ensure_pki() {
 	fi
 }
 
+# write_kubeconfig FILE CERT: a kubeconfig for the user of $PKI/CERT.{crt,key}.
 write_kubeconfig() {
-	local tmp=$KUBECONFIG_FILE.tmp
+	local file=$1 cert=$2
+	local tmp=$file.tmp
 	cat >"$tmp" <<EOF
 apiVersion: v1
 kind: Config
@@ -115,19 +122,19 @@ clusters:
     server: https://127.0.0.1:$APISERVER_PORT
     certificate-authority-data: $(base64 -w0 <"$PKI/ca.crt")
 users:
-- name: gpu-tenancy-admin
+- name: $cert
   user:
-    client-certificate-data: $(base64 -w0 <"$PKI/admin.crt")
-    client-key-data: $(base64 -w0 <"$PKI/admin.key")
+    client-certificate-data: $(base64 -w0 <"$PKI/$cert.crt")
+    client-key-data: $(base64 -w0 <"$PKI/$cert.key")
 contexts:
 - name: gpu-tenancy-local
   context:
     cluster: gpu-tenancy-local
-    user: gpu-tenancy-admin
+    user: $cert
 current-context: gpu-tenancy-local
 EOF
 	chmod 0600 "$tmp"
-	mv -f "$tmp" "$KUBECONFIG_FILE"
+	mv -f "$tmp" "$file"
 }
 
 # --- processes -------------------------------------------------------------------------------
@@ -245,25 +252,29 @@ up() {
 			--allow-privileged=true --profiling=false $(gates)
 	fi
 	wait_ready kube-apiserver
-	write_kubeconfig
+	write_kubeconfig "$KUBECONFIG_FILE" admin
+	write_kubeconfig "$DATA/kube-scheduler.kubeconfig" kube-scheduler
+	write_kubeconfig "$DATA/kube-controller-manager.kubeconfig" kube-controller-manager
 
 	if ! pid_of kube-controller-manager >/dev/null; then
 		# Without kubelets and a cloud, node lifecycle, IPAM, routes and load balancers have
 		# nothing to manage; quota, namespace, garbage-collector and resource-claim controllers stay on.
+		local kcm=$DATA/kube-controller-manager.kubeconfig
 		# shellcheck disable=SC2046
-		start kube-controller-manager --kubeconfig "$KUBECONFIG_FILE" \
-			--authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
+		start kube-controller-manager --kubeconfig "$kcm" \
+			--authentication-kubeconfig "$kcm" --authorization-kubeconfig "$kcm" \
 			--bind-address 127.0.0.1 --secure-port "$KCM_PORT" \
 			--controllers '*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-route,-service' \
-			--use-service-account-credentials=false --leader-elect=false \
+			--use-service-account-credentials=true --leader-elect=false \
 			--service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
 			--cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
 			--profiling=false $(gates)
 	fi
 	if ! pid_of kube-scheduler >/dev/null; then
+		local scheduler=$DATA/kube-scheduler.kubeconfig
 		# shellcheck disable=SC2046
-		start kube-scheduler --kubeconfig "$KUBECONFIG_FILE" \
-			--authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
+		start kube-scheduler --kubeconfig "$scheduler" \
+			--authentication-kubeconfig "$scheduler" --authorization-kubeconfig "$scheduler" \
 			--bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false \
 			--profiling=false $(gates)
 	fi

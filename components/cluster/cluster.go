@@ -45,6 +45,9 @@ type Cluster struct {
 	GPUPools   []GPUPool
 	// DriverRoot is where the NVIDIA driver lives on the GPU nodes, as the DRA driver's nvidiaDriverRoot wants it.
 	DriverRoot string
+	// ClaimStatusWriters are the users that allocate, reserve and release ResourceClaims on this cluster: its
+	// scheduler and resource-claim controller. No one else may write a claim's allocation.
+	ClaimStatusWriters []string
 	// Anchor is the cloud resource whose deletion removes every in-cluster object with it; nil for an existing cluster.
 	Anchor pulumi.Resource
 }
@@ -70,6 +73,17 @@ func (c *Cluster) ResourceOptions() []pulumi.ResourceOption {
 		}))
 	}
 	return opts
+}
+
+// StandardClaimStatusWriters are those users on a control plane that runs its components under their standard
+// identities: the scheduler as system:kube-scheduler, the controller-manager's resource-claim controller as its own
+// service account with --use-service-account-credentials, or as system:kube-controller-manager without it
+// (kubernetes v1.34.4 plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go ClusterRoleBinding
+// system:kube-scheduler, controller_policy.go resource-claim-controller; cmd/kube-controller-manager/app/core.go).
+var StandardClaimStatusWriters = []string{
+	"system:kube-scheduler",
+	"system:serviceaccount:kube-system:resource-claim-controller",
+	"system:kube-controller-manager",
 }
 
 // GPUTaints are the distinct taints of the GPU pools, in pool order: what GPU workloads must tolerate.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
@@ -133,10 +134,11 @@ func NewExisting(ctx *pulumi.Context, name string, args *ExistingArgs, opts ...p
 // Contract returns the cluster contract; an existing cluster has no Anchor, so in-cluster objects are deleted one by one.
 func (e *ExistingCluster) Contract() *Cluster {
 	return &Cluster{
-		Flavour:    Existing,
-		Provider:   e.Provider,
-		Kubeconfig: e.Kubeconfig,
-		GPUPools:   append([]GPUPool(nil), e.gpuPools...),
-		DriverRoot: e.driverRoot,
+		Flavour:            Existing,
+		Provider:           e.Provider,
+		Kubeconfig:         e.Kubeconfig,
+		GPUPools:           append([]GPUPool(nil), e.gpuPools...),
+		DriverRoot:         e.driverRoot,
+		ClaimStatusWriters: slices.Clone(StandardClaimStatusWriters),
 	}
 }

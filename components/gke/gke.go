@@ -4,6 +4,7 @@ package gke
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -174,6 +175,9 @@ func (c *Cluster) Contract() *cluster.Cluster {
 		GPUPools:   append([]cluster.GPUPool(nil), c.pools...),
 		DriverRoot: DriverRoot,
 		Anchor:     c.ControlPlane,
+		// GKE runs the scheduler and controller-manager itself; that it uses the standard identities is UNCONFIRMED:
+		// a stack adds others with admission.claimStatusWriters.
+		ClaimStatusWriters: slices.Clone(cluster.StandardClaimStatusWriters),
 	}
 }
 

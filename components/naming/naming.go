@@ -71,3 +71,14 @@ const (
 	PodSecurityAuditLabel          = "pod-security.kubernetes.io/audit"
 	PodSecurityAuditVersionLabel   = "pod-security.kubernetes.io/audit-version"
 )
+
+// Pod Security Standards a tenant may run under (https://kubernetes.io/docs/concepts/security/pod-security-standards/).
+// Privileged is not one of them: a privileged pod on a GPU node sees every GPU of the node, outside any claim, quota
+// or grant.
+const (
+	PodSecurityBaseline   = "baseline"
+	PodSecurityRestricted = "restricted"
+)
+
+// TenantPodSecurityLevels are the levels a tenant may run under.
+var TenantPodSecurityLevels = []string{PodSecurityBaseline, PodSecurityRestricted}

@@ -4,6 +4,7 @@ package scaleway
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -228,6 +229,9 @@ func (c *Cluster) Contract() *cluster.Cluster {
 		GPUPools:   append([]cluster.GPUPool(nil), c.pools...),
 		DriverRoot: DriverRoot,
 		Anchor:     c.Kapsule,
+		// Kapsule runs the control plane itself; that it uses the standard identities is UNCONFIRMED: a stack adds
+		// others with admission.claimStatusWriters.
+		ClaimStatusWriters: slices.Clone(cluster.StandardClaimStatusWriters),
 	}
 }
 

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
-	admissionv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/admissionregistration/v1"
-	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	resourcev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/resource/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -22,30 +23,74 @@ type CatalogArgs struct {
 	// Grants maps each tenant to the class names granted to it; the grants are declared on the tenants and handed
 	// down here, so each DeviceClass can be labelled for the tenants that may see it.
 	Grants map[string][]string
+	// Admission configures the cluster-wide guards.
+	Admission AdmissionArgs
 }
 
-// Catalog is the platform's GPU catalog on the host cluster: the DeviceClasses, the namespace that holds tenants'
-// grants, and the admission policies tenants are bound to.
+// AdmissionArgs configure the cluster-wide admission guards; a stack's `admission` block decodes into them.
+type AdmissionArgs struct {
+	// PlatformNamespaces may claim catalog and driver classes although they are no tenant's: the platform team's
+	// own GPU workloads.
+	PlatformNamespaces []string `json:"platformNamespaces"`
+	// ClaimStatusWriters are the users allowed to allocate and reserve ResourceClaims. The caller gives the cluster's
+	// own writers (cluster.Cluster.ClaimStatusWriters) plus any a stack adds.
+	ClaimStatusWriters []string `json:"claimStatusWriters"`
+}
+
+// Catalog is the platform's GPU catalog on the host cluster: the DeviceClasses and the cluster-wide admission guards.
 type Catalog struct {
 	pulumi.ResourceState
 
-	// SystemNamespace holds the tenants' grants ConfigMaps.
-	SystemNamespace pulumi.StringOutput
-	// EntitlementPolicy is the name of the claim entitlement policy each tenant binds.
-	EntitlementPolicy pulumi.StringOutput
 	// DeviceClasses are the created DeviceClasses by class name.
 	DeviceClasses map[string]*resourcev1.DeviceClass
 	// ClassNames are the class names in catalog order.
 	ClassNames pulumi.StringArrayOutput
+	// Guards are the bindings of the cluster-wide guards; a tenant namespace must not exist before them.
+	Guards []pulumi.Resource
 }
 
-// Validate checks the classes and that every grant names a class of the catalog.
+// Validate checks the classes, that every grant names a class of the catalog, and the admission settings.
 func (a *CatalogArgs) Validate(path *field.Path) field.ErrorList {
 	errs := ValidateClasses(path.Child("classes"), a.Classes)
 	for _, tenant := range slices.Sorted(maps.Keys(a.Grants)) {
 		tp := path.Child("grants").Key(tenant)
 		errs = append(errs, ValidateTenantName(tp, tenant)...)
 		errs = append(errs, ValidateGrant(tp, a.Grants[tenant], a.Classes)...)
+	}
+	errs = append(errs, a.Admission.Validate(path.Child("admission"), slices.Collect(maps.Keys(a.Grants)))...)
+	if len(a.Admission.ClaimStatusWriters) == 0 {
+		errs = append(errs, field.Required(path.Child("admission", "claimStatusWriters"),
+			"the users that allocate claims (the scheduler) and release them (the resource-claim controller)"))
+	}
+	return errs
+}
+
+// Validate checks the admission settings against the tenants: a platform namespace must not be a tenant's host
+// namespace, and no tenant identity may write claim status.
+func (a AdmissionArgs) Validate(path *field.Path, tenants []string) field.ErrorList {
+	var errs field.ErrorList
+	for i, ns := range a.PlatformNamespaces {
+		p := path.Child("platformNamespaces").Index(i)
+		errs = append(errs, fieldcheck.DNSLabel(p, ns, validation.DNS1123LabelMaxLength)...)
+		if strings.HasPrefix(ns, naming.NamespacePrefix) {
+			errs = append(errs, field.Invalid(p, ns, fmt.Sprintf(
+				"names starting with %s are tenant host namespaces (%s<tenant>), which claim only their grant", naming.NamespacePrefix, naming.NamespacePrefix)))
+		}
+		if slices.Contains(a.PlatformNamespaces[:i], ns) {
+			errs = append(errs, field.Duplicate(p, ns))
+		}
+	}
+	for i, w := range a.ClaimStatusWriters {
+		p := path.Child("claimStatusWriters").Index(i)
+		switch {
+		case strings.TrimSpace(w) != w || w == "":
+			errs = append(errs, field.Invalid(p, w, "must be a Kubernetes user name such as system:kube-scheduler"))
+		case strings.HasPrefix(w, "system:serviceaccount:"+naming.NamespacePrefix):
+			errs = append(errs, field.Invalid(p, w, fmt.Sprintf(
+				"is a service account of a tenant host namespace (%s<tenant>): tenants must never allocate devices themselves", naming.NamespacePrefix)))
+		case slices.Contains(a.ClaimStatusWriters[:i], w):
+			errs = append(errs, field.Duplicate(p, w))
+		}
 	}
 	return errs
 }
@@ -80,8 +125,10 @@ func tenantsOf(grants map[string][]string, class string) []string {
 	return out
 }
 
-// NewCatalog creates the DeviceClasses, the system namespace for grants and the static admission policies. Tenants
-// (NewTenant) bind the entitlement policy to their own namespace and grants.
+// NewCatalog creates the DeviceClasses and the cluster-wide guards: claims of GPU classes only in tenant host
+// namespaces, the tenant label only on those, claim status written only by the scheduler and the resource-claim
+// controller, and in tenant namespaces no NVIDIA runtime variables and no GPU extended resources. Each tenant
+// (NewTenant) adds its own entitlement policy.
 func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pulumi.ResourceOption) (*Catalog, error) {
 	if args == nil {
 		return nil, errors.New("creating GPU catalog: args are required")
@@ -94,13 +141,6 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 		return nil, fmt.Errorf("registering GPU catalog %q: %w", name, err)
 	}
 
-	ns, err := corev1.NewNamespace(ctx, name+"-system", &corev1.NamespaceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(SystemNamespace), Labels: managedLabels(nil)},
-	}, pulumi.Parent(c))
-	if err != nil {
-		return nil, fmt.Errorf("creating namespace %q: %w", SystemNamespace, err)
-	}
-
 	names := make([]string, 0, len(args.Classes))
 	for _, class := range args.Classes {
 		dc, err := newDeviceClass(ctx, name, class, tenantsOf(args.Grants, class.Name), c)
@@ -111,22 +151,29 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 		names = append(names, class.Name)
 	}
 
-	policy, err := admissionv1.NewValidatingAdmissionPolicy(ctx, name+"-entitlements", entitlementPolicy.args(), pulumi.Parent(c))
-	if err != nil {
-		return nil, fmt.Errorf("creating ValidatingAdmissionPolicy %q: %w", EntitlementPolicyName, err)
+	tenants := slices.Sorted(maps.Keys(args.Grants))
+	guards := []struct {
+		suffix   string
+		policy   admissionPolicy
+		selector *metav1.LabelSelectorArgs
+	}{
+		{"claim-namespaces", claimNamespacePolicy(names, tenants), namespacesExcept(args.Admission.PlatformNamespaces)},
+		{"namespace-label", namespaceLabelPolicy, nil},
+		{"claim-status", claimStatusPolicy(args.Admission.ClaimStatusWriters), nil},
+		{"runtime-env", runtimeEnvPolicy, tenantNamespaces()},
+		{"runtime-env-keys", runtimeEnvKeysPolicy, tenantNamespaces()},
+		{"extended-resources", extendedResourcePolicy, tenantNamespaces()},
 	}
-	if err := newExtendedResourceGuard(ctx, name, c); err != nil {
-		return nil, err
+	for _, g := range guards {
+		binding, err := newPolicy(ctx, name+"-"+g.suffix, g.policy, g.selector, nil, c)
+		if err != nil {
+			return nil, err
+		}
+		c.Guards = append(c.Guards, binding)
 	}
 
-	c.SystemNamespace = ns.Metadata.Name().Elem()
-	c.EntitlementPolicy = policy.Metadata.Name().Elem()
 	c.ClassNames = pulumi.ToStringArray(names).ToStringArrayOutput()
-	if err := ctx.RegisterResourceOutputs(c, pulumi.Map{
-		"systemNamespace":   c.SystemNamespace,
-		"entitlementPolicy": c.EntitlementPolicy,
-		"classNames":        c.ClassNames,
-	}); err != nil {
+	if err := ctx.RegisterResourceOutputs(c, pulumi.Map{"classNames": c.ClassNames}); err != nil {
 		return nil, fmt.Errorf("registering GPU catalog %q outputs: %w", name, err)
 	}
 	return c, nil
@@ -150,31 +197,4 @@ func newDeviceClass(ctx *pulumi.Context, name string, class GPUClass, tenants []
 		return nil, fmt.Errorf("creating DeviceClass %q: %w", class.Name, err)
 	}
 	return dc, nil
-}
-
-// newExtendedResourceGuard creates the extended-resource policy and binds it to every tenant namespace at once: it has
-// no per-tenant data.
-func newExtendedResourceGuard(ctx *pulumi.Context, name string, parent pulumi.Resource) error {
-	policy, err := admissionv1.NewValidatingAdmissionPolicy(ctx, name+"-extended-resources", extendedResourcePolicy.args(), pulumi.Parent(parent))
-	if err != nil {
-		return fmt.Errorf("creating ValidatingAdmissionPolicy %q: %w", ExtendedResourcePolicyName, err)
-	}
-	_, err = admissionv1.NewValidatingAdmissionPolicyBinding(ctx, name+"-extended-resources", &admissionv1.ValidatingAdmissionPolicyBindingArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(ExtendedResourcePolicyName), Labels: managedLabels(nil)},
-		Spec: &admissionv1.ValidatingAdmissionPolicyBindingSpecArgs{
-			PolicyName:        policy.Metadata.Name().Elem(),
-			ValidationActions: pulumi.ToStringArray([]string{"Deny"}),
-			MatchResources: &admissionv1.MatchResourcesArgs{
-				NamespaceSelector: &metav1.LabelSelectorArgs{
-					MatchExpressions: metav1.LabelSelectorRequirementArray{metav1.LabelSelectorRequirementArgs{
-						Key: pulumi.String(naming.TenantNamespaceLabel), Operator: pulumi.String("Exists"),
-					}},
-				},
-			},
-		},
-	}, pulumi.Parent(parent))
-	if err != nil {
-		return fmt.Errorf("creating ValidatingAdmissionPolicyBinding %q: %w", ExtendedResourcePolicyName, err)
-	}
-	return nil
 }

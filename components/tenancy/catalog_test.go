@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -13,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 const (
@@ -36,6 +39,10 @@ var testClasses = []GPUClass{
 	{Name: "l4", Device: WholeGPU, Product: "L4"},
 }
 
+// testAdmission is what the pipeline hands the catalog on a cluster with standard identities and one platform
+// namespace.
+var testAdmission = AdmissionArgs{PlatformNamespaces: []string{"ml-platform"}, ClaimStatusWriters: cluster.StandardClaimStatusWriters}
+
 // runPlatform runs NewCatalog with the tenants' grants and then NewTenant for each tenant, as the pipeline does.
 func runPlatform(t *testing.T, classes []GPUClass, tenants ...TenantArgs) *mocktest.Recorder {
 	t.Helper()
@@ -51,7 +58,7 @@ func tryPlatform(classes []GPUClass, tenants ...TenantArgs) (*mocktest.Recorder,
 		grants[t.Name] = t.Classes
 	}
 	err := mocktest.Run("test", func(ctx *pulumi.Context) error {
-		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: classes, Grants: grants})
+		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: classes, Grants: grants, Admission: testAdmission})
 		if err != nil {
 			return err
 		}
@@ -121,64 +128,63 @@ func TestCatalogDeviceClasses(t *testing.T) {
 	}
 }
 
-func TestCatalogSystemNamespace(t *testing.T) {
-	rec := runPlatform(t, testClasses)
-	reg := get(t, rec, namespaceType, "gpus-system")
-	childOf(t, reg, catalogType)
-	assert.Equal(t, SystemNamespace, reg.Inputs["metadata"].ObjectValue()["name"].StringValue())
-}
+func TestCatalogGuards(t *testing.T) {
+	rec := runPlatform(t, testClasses, teamA(), teamB())
+	tests := []struct {
+		resource, policy string
+		resources        []string
+		// selector is how the binding picks namespaces: "" for all of them.
+		selector string
+	}{
+		{"gpus-claim-namespaces", ClaimNamespacePolicy, []string{"resourceclaims", "resourceclaimtemplates"}, "kubernetes.io/metadata.name notin (ml-platform)"},
+		{"gpus-namespace-label", NamespaceLabelPolicy, []string{"namespaces"}, ""},
+		{"gpus-claim-status", ClaimStatusPolicy, []string{"resourceclaims/status"}, ""},
+		{"gpus-runtime-env", RuntimeEnvPolicy, []string{"pods", "pods/ephemeralcontainers"}, naming.TenantNamespaceLabel},
+		{"gpus-runtime-env-keys", RuntimeEnvKeysPolicy, []string{"configmaps", "secrets"}, naming.TenantNamespaceLabel},
+		{"gpus-extended-resources", ExtendedResourcePolicy, []string{"pods"}, naming.TenantNamespaceLabel},
+	}
+	for _, tt := range tests {
+		t.Run(tt.policy, func(t *testing.T) {
+			p := child[admissionregistrationv1.ValidatingAdmissionPolicy](t, rec, policyType, tt.resource, catalogType)
+			assert.Equal(t, tt.policy, p.Name)
+			require.NotNil(t, p.Spec.FailurePolicy)
+			assert.Equal(t, admissionregistrationv1.Fail, *p.Spec.FailurePolicy, "a policy that cannot be evaluated denies")
+			assert.Nil(t, p.Spec.ParamKind, "no params: what a policy needs is compiled into it")
+			require.NotNil(t, p.Spec.MatchConstraints.MatchPolicy)
+			assert.Equal(t, admissionregistrationv1.Equivalent, *p.Spec.MatchConstraints.MatchPolicy, "every API version is checked")
+			var resources []string
+			for _, r := range p.Spec.MatchConstraints.ResourceRules {
+				resources = append(resources, r.Resources...)
+			}
+			assert.ElementsMatch(t, tt.resources, resources)
+			for _, v := range p.Spec.Validations {
+				assert.NotEmpty(t, v.MessageExpression, "validation %q must explain itself", v.Expression)
+			}
 
-func TestCatalogEntitlementPolicy(t *testing.T) {
-	rec := runPlatform(t, testClasses)
-	p := child[admissionregistrationv1.ValidatingAdmissionPolicy](t, rec, policyType, "gpus-entitlements", catalogType)
-
-	assert.Equal(t, EntitlementPolicyName, p.Name)
-	require.NotNil(t, p.Spec.FailurePolicy)
-	assert.Equal(t, admissionregistrationv1.Fail, *p.Spec.FailurePolicy)
-	require.NotNil(t, p.Spec.ParamKind)
-	assert.Equal(t, admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"}, *p.Spec.ParamKind)
-	mc := p.Spec.MatchConstraints
-	require.NotNil(t, mc)
-	require.NotNil(t, mc.MatchPolicy)
-	assert.Equal(t, admissionregistrationv1.Equivalent, *mc.MatchPolicy, "v1beta1/v1beta2 requests must be converted and checked")
-	require.Len(t, mc.ResourceRules, 1)
-	rule := mc.ResourceRules[0]
-	assert.Equal(t, []string{"resource.k8s.io"}, rule.APIGroups)
-	assert.Equal(t, []string{"v1"}, rule.APIVersions)
-	assert.ElementsMatch(t, []string{"resourceclaims", "resourceclaimtemplates"}, rule.Resources)
-	assert.ElementsMatch(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, rule.Operations)
-	for _, v := range p.Spec.Validations {
-		assert.NotEmpty(t, v.MessageExpression, "validation %q must explain itself", v.Expression)
+			b := child[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, rec, bindingType, tt.resource, catalogType)
+			assert.Equal(t, tt.policy, b.Spec.PolicyName)
+			assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
+			if tt.selector == "" {
+				assert.Nil(t, b.Spec.MatchResources, "bound to every namespace")
+				return
+			}
+			require.NotNil(t, b.Spec.MatchResources)
+			sel, err := metav1.LabelSelectorAsSelector(b.Spec.MatchResources.NamespaceSelector)
+			require.NoError(t, err)
+			assert.Equal(t, tt.selector, sel.String())
+		})
 	}
 }
 
-func TestCatalogPolicyCodeDoesNotDependOnGrants(t *testing.T) {
-	specOf := func(classes []GPUClass) map[string]any {
-		rec := runPlatform(t, classes)
-		return get(t, rec, policyType, "gpus-entitlements").Inputs["spec"].Mappable().(map[string]any)
-	}
-	more := append([]GPUClass{{Name: "h100", Device: WholeGPU}}, testClasses...)
-	assert.Equal(t, specOf(testClasses), specOf(more), "adding a class or tenant must update params, not policy code")
-}
-
-func TestCatalogExtendedResourceGuard(t *testing.T) {
-	rec := runPlatform(t, testClasses)
-	p := child[admissionregistrationv1.ValidatingAdmissionPolicy](t, rec, policyType, "gpus-extended-resources", catalogType)
-	assert.Equal(t, ExtendedResourcePolicyName, p.Name)
-	assert.Nil(t, p.Spec.ParamKind)
-	require.NotNil(t, p.Spec.MatchConstraints)
-	require.Len(t, p.Spec.MatchConstraints.ResourceRules, 1)
-	assert.Equal(t, []string{"pods"}, p.Spec.MatchConstraints.ResourceRules[0].Resources)
-
-	b := child[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, rec, bindingType, "gpus-extended-resources", catalogType)
-	assert.Equal(t, ExtendedResourcePolicyName, b.Spec.PolicyName)
-	assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
-	require.NotNil(t, b.Spec.MatchResources)
-	require.NotNil(t, b.Spec.MatchResources.NamespaceSelector)
-	require.Len(t, b.Spec.MatchResources.NamespaceSelector.MatchExpressions, 1)
-	req := b.Spec.MatchResources.NamespaceSelector.MatchExpressions[0]
-	assert.Equal(t, naming.TenantNamespaceLabel, req.Key)
-	assert.EqualValues(t, "Exists", req.Operator)
+func TestCatalogGuardsWithoutPlatformNamespacesBindEveryNamespace(t *testing.T) {
+	rec := &mocktest.Recorder{}
+	require.NoError(t, mocktest.Run("test", func(ctx *pulumi.Context) error {
+		_, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: testClasses,
+			Admission: AdmissionArgs{ClaimStatusWriters: cluster.StandardClaimStatusWriters}})
+		return err
+	}, rec))
+	b := decode[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, get(t, rec, bindingType, "gpus-claim-namespaces"))
+	assert.Nil(t, b.Spec.MatchResources)
 }
 
 func TestNewCatalogRejectsInvalidArgs(t *testing.T) {
@@ -213,4 +219,46 @@ func TestNewCatalogRejectsInvalidArgs(t *testing.T) {
 		}, pulumi.WithMocks("gpu-tenancy", "test", &mocktest.Recorder{}))
 		assert.ErrorContains(t, err, "args are required")
 	})
+}
+
+func TestAdmissionArgsValidate(t *testing.T) {
+	tests := []struct {
+		name      string
+		args      AdmissionArgs
+		wantPath  string
+		wantWords string
+	}{
+		{"standard writers and a platform namespace", testAdmission, "", ""},
+		{"a platform namespace that is a tenant's host namespace", AdmissionArgs{PlatformNamespaces: []string{"vcluster-team-a"}},
+			"admission.platformNamespaces[0]", "tenant host namespaces"},
+		{"a platform namespace that is no namespace name", AdmissionArgs{PlatformNamespaces: []string{"ML Platform"}},
+			"admission.platformNamespaces[0]", "RFC 1123"},
+		{"a platform namespace twice", AdmissionArgs{PlatformNamespaces: []string{"ml", "ml"}},
+			"admission.platformNamespaces[1]", "Duplicate"},
+		{"a tenant's syncer as a writer", AdmissionArgs{ClaimStatusWriters: []string{"system:serviceaccount:vcluster-team-a:vc-team-a"}},
+			"admission.claimStatusWriters[0]", "never allocate devices themselves"},
+		{"a writer with spaces", AdmissionArgs{ClaimStatusWriters: []string{" system:kube-scheduler"}},
+			"admission.claimStatusWriters[0]", "user name"},
+		{"a writer twice", AdmissionArgs{ClaimStatusWriters: []string{"a", "a"}}, "admission.claimStatusWriters[1]", "Duplicate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := tt.args.Validate(field.NewPath("admission"), []string{"team-a"})
+			if tt.wantPath == "" {
+				assert.Empty(t, errs)
+				return
+			}
+			require.Len(t, errs, 1, "%v", errs)
+			assert.Equal(t, tt.wantPath, errs[0].Field)
+			assert.Contains(t, errs[0].Error(), tt.wantWords)
+		})
+	}
+}
+
+func TestCatalogNeedsClaimStatusWriters(t *testing.T) {
+	err := mocktest.Run("test", func(ctx *pulumi.Context) error {
+		_, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: testClasses})
+		return err
+	}, &mocktest.Recorder{})
+	assert.ErrorContains(t, err, "catalog.admission.claimStatusWriters: Required value")
 }

@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
@@ -67,9 +68,15 @@ func TestNetworkPoliciesDefault(t *testing.T) {
 		assert.Equal(t, map[string]string{"k8s-app": "kube-dns"}, rule.To[0].PodSelector.MatchLabels)
 		assert.ElementsMatch(t, []networkingv1.NetworkPolicyPort{port(corev1.ProtocolUDP, 53), port(corev1.ProtocolTCP, 53)}, rule.Ports)
 	})
-	t.Run("internet egress blocks the metadata server", func(t *testing.T) {
+	t.Run("internet egress blocks every cloud's metadata endpoints, IPv4 and IPv6", func(t *testing.T) {
 		blocks := ipBlocks(t, nps["allow-egress-internet"])
-		assert.Equal(t, map[string][]string{"0.0.0.0/0": {MetadataCIDR}, "::/0": nil}, blocks)
+		assert.Equal(t, map[string][]string{
+			"0.0.0.0/0": {"169.254.169.254/32", "169.254.169.252/32", "169.254.42.42/32", "100.100.100.200/32", "169.254.170.23/32"},
+			"::/0":      {"fd00:ec2::254/128", "fd00:ec2::23/128", "fd20:ce::254/128", "fd00:42::42/128", "fe80::a9fe:a9fe/128"},
+		}, blocks)
+		for _, except := range blocks {
+			assert.NotContains(t, except, "169.254.0.0/16", "node-local DNS caches live in the link-local range")
+		}
 		assert.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, nps["allow-egress-internet"].Spec.PolicyTypes)
 	})
 }
@@ -99,11 +106,30 @@ func ipBlocks(t *testing.T, np *networkingv1.NetworkPolicy) map[string][]string 
 }
 
 func TestNetworkPoliciesBlockedEgressSplitByFamily(t *testing.T) {
-	nps, _ := networkPoliciesOf(t, NetworkArgs{}, "10.0.0.0/8", "fd20:ce::254/128")
-	assert.Equal(t, map[string][]string{
-		"0.0.0.0/0": {MetadataCIDR, "10.0.0.0/8"},
-		"::/0":      {"fd20:ce::254/128"},
-	}, ipBlocks(t, nps["allow-egress-internet"]))
+	nps, _ := networkPoliciesOf(t, NetworkArgs{}, "10.0.0.0/8", "fd20:ce::254/128", "fd12::/16")
+	blocks := ipBlocks(t, nps["allow-egress-internet"])
+	assert.Equal(t, append(v4Metadata(), "10.0.0.0/8"), blocks["0.0.0.0/0"])
+	assert.Equal(t, append(v6Metadata(), "fd12::/16"), blocks["::/0"], "a metadata address given again is listed once")
+}
+
+func v4Metadata() []string {
+	var out []string
+	for _, c := range MetadataCIDRs {
+		if !strings.Contains(c, ":") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func v6Metadata() []string {
+	var out []string
+	for _, c := range MetadataCIDRs {
+		if strings.Contains(c, ":") {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func TestNetworkPoliciesAPIServer(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
@@ -93,49 +94,71 @@ func compile(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy)
 }
 
 // harness plays kube-apiserver's ValidatingAdmissionPolicy dispatcher over the objects the components registered:
-// rules select the policies, binding namespace selectors the bindings, paramRefs the grants.
+// rules select the policies, binding namespace selectors the bindings.
 type harness struct {
 	policies   []*compiledPolicy
 	bindings   []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	params     map[string]*corev1.ConfigMap
 	namespaces map[string]*corev1.Namespace
+}
+
+// Namespaces besides the tenants' that the tests create objects in.
+var otherNamespaces = map[string]map[string]string{
+	"default":         nil,
+	"ml-platform":     nil,                                     // testAdmission's platform namespace
+	"vcluster-stray":  nil,                                     // named like a tenant's, without the label
+	"vcluster-ghost":  {naming.TenantNamespaceLabel: "ghost"},  // labelled for a tenant that does not exist
+	"team-a-scratch":  {naming.TenantNamespaceLabel: "team-a"}, // labelled for a tenant it is not named for
+	"vcluster-team-z": {naming.TenantNamespaceLabel: "team-a"}, // named for one tenant, labelled for another
 }
 
 func newHarness(t *testing.T, rec *mocktest.Recorder) *harness {
 	t.Helper()
-	h := &harness{params: map[string]*corev1.ConfigMap{}, namespaces: map[string]*corev1.Namespace{}}
+	h := &harness{namespaces: map[string]*corev1.Namespace{}}
 	for _, reg := range rec.ByType(policyType) {
 		h.policies = append(h.policies, compile(t, decode[admissionregistrationv1.ValidatingAdmissionPolicy](t, reg)))
 	}
 	for _, reg := range rec.ByType(bindingType) {
 		h.bindings = append(h.bindings, decode[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, reg))
 	}
-	for _, reg := range rec.ByType(configMapType) {
-		cm := decode[corev1.ConfigMap](t, reg)
-		h.params[cm.Namespace+"/"+cm.Name] = cm
-	}
 	for _, reg := range rec.ByType(namespaceType) {
 		ns := decode[corev1.Namespace](t, reg)
-		// The API server sets this label on every namespace.
-		ns.Labels[namespaceNameLabel] = ns.Name
-		h.namespaces[ns.Name] = ns
+		h.addNamespace(ns.Name, ns.Labels)
 	}
-	h.namespaces["default"] = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default", Labels: map[string]string{namespaceNameLabel: "default"}}}
+	for name, labels := range otherNamespaces {
+		h.addNamespace(name, labels)
+	}
 	return h
 }
 
-func rulesMatch(p *admissionregistrationv1.ValidatingAdmissionPolicy, gvr schema.GroupVersionResource, operation admissionregistrationv1.OperationType) bool {
+func (h *harness) addNamespace(name string, labels map[string]string) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	for k, v := range labels {
+		ns.Labels[k] = v
+	}
+	// The API server sets this label on every namespace.
+	ns.Labels[namespaceNameLabel] = name
+	h.namespaces[name] = ns
+}
+
+func rulesMatch(p *admissionregistrationv1.ValidatingAdmissionPolicy, gvr schema.GroupVersionResource, subresource string, operation admissionregistrationv1.OperationType) bool {
+	resource := gvr.Resource
+	if subresource != "" {
+		resource += "/" + subresource
+	}
 	for _, r := range p.Spec.MatchConstraints.ResourceRules {
 		if slices.Contains(r.APIGroups, gvr.Group) && slices.Contains(r.APIVersions, gvr.Version) &&
-			slices.Contains(r.Resources, gvr.Resource) && slices.Contains(r.Operations, operation) {
+			slices.Contains(r.Resources, resource) && slices.Contains(r.Operations, operation) {
 			return true
 		}
 	}
 	return false
 }
 
+// bindingMatches applies a binding's namespace selector: to the object's namespace, or for a Namespace to the
+// namespace itself; other cluster-scoped objects always match (k8s.io/apiserver v0.34.4
+// pkg/admission/plugin/webhook/predicates/namespace/matcher.go).
 func bindingMatches(t *testing.T, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, ns *corev1.Namespace) bool {
-	if b.Spec.MatchResources == nil || b.Spec.MatchResources.NamespaceSelector == nil {
+	if b.Spec.MatchResources == nil || b.Spec.MatchResources.NamespaceSelector == nil || ns == nil {
 		return true
 	}
 	sel, err := metav1.LabelSelectorAsSelector(b.Spec.MatchResources.NamespaceSelector)
@@ -147,47 +170,66 @@ var noOpinion = authorizer.AuthorizerFunc(func(context.Context, authorizer.Attri
 	return authorizer.DecisionNoOpinion, "", nil
 })
 
-// create returns the denial messages for creating obj in namespace, empty when admitted.
-func (h *harness) create(t *testing.T, namespace string, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, obj runtime.Object) []string {
-	t.Helper()
-	return h.admit(t, namespace, gvk, gvr, obj, nil)
+// syncer is the identity a tenant's vCluster syncer uses on the host.
+func syncer(namespace string) string { return "system:serviceaccount:" + namespace + ":vc-syncer" }
+
+// request is one admission request: obj created in namespace ("" for a cluster-scoped object), or updated from old
+// when old is set, by user, on subresource when set.
+type request struct {
+	namespace   string
+	gvk         schema.GroupVersionKind
+	gvr         schema.GroupVersionResource
+	subresource string
+	obj, old    runtime.Object
+	user        string
 }
 
-// admit returns the denial messages for creating obj, or for updating old to obj when old is not nil.
+// create returns the denial messages for creating obj in namespace as the namespace's syncer, empty when admitted.
+func (h *harness) create(t *testing.T, namespace string, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, obj runtime.Object) []string {
+	t.Helper()
+	return h.do(t, request{namespace: namespace, gvk: gvk, gvr: gvr, obj: obj})
+}
+
+// admit returns the denial messages for updating old to obj as the namespace's syncer.
 func (h *harness) admit(t *testing.T, namespace string, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, obj, old runtime.Object) []string {
 	t.Helper()
-	ns, ok := h.namespaces[namespace]
-	require.True(t, ok, "namespace %s", namespace)
+	return h.do(t, request{namespace: namespace, gvk: gvk, gvr: gvr, obj: obj, old: old})
+}
+
+// do returns the denial messages of every policy and binding that applies to r.
+func (h *harness) do(t *testing.T, r request) []string {
+	t.Helper()
+	var ns *corev1.Namespace
+	var nsObj *corev1.Namespace
+	if r.namespace != "" {
+		var ok bool
+		ns, ok = h.namespaces[r.namespace]
+		require.True(t, ok, "namespace %s", r.namespace)
+		nsObj = plugincel.CreateNamespaceObject(ns)
+	} else if n, ok := r.obj.(*corev1.Namespace); ok {
+		ns = n
+	}
+	if r.user == "" {
+		r.user = syncer(r.namespace)
+	}
 	op, opts := admission.Create, runtime.Object(&metav1.CreateOptions{})
-	if old != nil {
+	if r.old != nil {
 		op, opts = admission.Update, &metav1.UpdateOptions{}
 	}
-	attr := admission.NewAttributesRecord(obj, old, gvk, namespace, "test", gvr, "", op,
-		opts, false, &user.DefaultInfo{Name: "system:serviceaccount:" + namespace + ":vc-syncer"})
-	va := &admission.VersionedAttributes{Attributes: attr, VersionedKind: gvk, VersionedObject: obj, VersionedOldObject: old}
-	req := plugincel.CreateAdmissionRequest(attr, metav1.GroupVersionResource(gvr), metav1.GroupVersionKind(gvk))
-	nsObj := plugincel.CreateNamespaceObject(ns)
+	attr := admission.NewAttributesRecord(r.obj, r.old, r.gvk, r.namespace, "test", r.gvr, r.subresource, op,
+		opts, false, &user.DefaultInfo{Name: r.user})
+	va := &admission.VersionedAttributes{Attributes: attr, VersionedKind: r.gvk, VersionedObject: r.obj, VersionedOldObject: r.old}
+	req := plugincel.CreateAdmissionRequest(attr, metav1.GroupVersionResource(r.gvr), metav1.GroupVersionKind(r.gvk))
 
 	var denials []string
 	for _, cp := range h.policies {
-		if !rulesMatch(cp.policy, gvr, admissionregistrationv1.OperationType(op)) {
+		if !rulesMatch(cp.policy, r.gvr, r.subresource, admissionregistrationv1.OperationType(op)) {
 			continue
 		}
 		for _, b := range h.bindings {
-			if b.Spec.PolicyName != cp.policy.Name || !bindingMatches(t, b, ns) {
-				continue
+			if b.Spec.PolicyName == cp.policy.Name && bindingMatches(t, b, ns) {
+				denials = append(denials, cp.evaluate(t, va, req, nsObj)...)
 			}
-			var params runtime.Object
-			if cp.policy.Spec.ParamKind != nil {
-				cm, ok := h.params[b.Spec.ParamRef.Namespace+"/"+b.Spec.ParamRef.Name]
-				if !ok {
-					require.Equal(t, admissionregistrationv1.DenyAction, *b.Spec.ParamRef.ParameterNotFoundAction)
-					denials = append(denials, "no params found for binding "+b.Name)
-					continue
-				}
-				params = cm
-			}
-			denials = append(denials, cp.evaluate(t, va, req, params, nsObj)...)
 		}
 	}
 	return denials
@@ -195,17 +237,17 @@ func (h *harness) admit(t *testing.T, namespace string, gvk schema.GroupVersionK
 
 // evaluate follows policy/validating/validator.go Validate; an evaluation error would deny under failurePolicy Fail,
 // but here it fails the test: it means the policy's CEL is wrong.
-func (cp *compiledPolicy) evaluate(t *testing.T, va *admission.VersionedAttributes, req *admissionv1.AdmissionRequest, params runtime.Object, ns *corev1.Namespace) []string {
+func (cp *compiledPolicy) evaluate(t *testing.T, va *admission.VersionedAttributes, req *admissionv1.AdmissionRequest, ns *corev1.Namespace) []string {
 	t.Helper()
 	ctx := context.Background()
-	match := cp.matcher.Match(ctx, va, params, noOpinion)
+	match := cp.matcher.Match(ctx, va, nil, noOpinion)
 	require.NoError(t, match.Error, "policy %s match conditions", cp.policy.Name)
 	if !match.Matches {
 		return nil
 	}
-	results, remaining, err := cp.validations.ForInput(ctx, va, req, plugincel.OptionalVariableBindings{VersionedParams: params, Authorizer: noOpinion}, ns, celconfig.RuntimeCELCostBudget)
+	results, remaining, err := cp.validations.ForInput(ctx, va, req, plugincel.OptionalVariableBindings{Authorizer: noOpinion}, ns, celconfig.RuntimeCELCostBudget)
 	require.NoError(t, err)
-	messages, _, err := cp.messages.ForInput(ctx, va, req, plugincel.OptionalVariableBindings{VersionedParams: params}, ns, remaining)
+	messages, _, err := cp.messages.ForInput(ctx, va, req, plugincel.OptionalVariableBindings{}, ns, remaining)
 	require.NoError(t, err)
 	var denials []string
 	for i, r := range results {
@@ -270,13 +312,23 @@ func assertDenied(t *testing.T, denials, want []string) {
 	}
 }
 
+var (
+	namespaceGVK = corev1.SchemeGroupVersion.WithKind("Namespace")
+	namespaceGVR = corev1.SchemeGroupVersion.WithResource("namespaces")
+	configMapGVK = corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	configMapGVR = corev1.SchemeGroupVersion.WithResource("configmaps")
+	secretGVK    = corev1.SchemeGroupVersion.WithKind("Secret")
+	secretGVR    = corev1.SchemeGroupVersion.WithResource("secrets")
+)
+
 func TestAdmissionPoliciesCompileWithTheAPIServerCompiler(t *testing.T) {
 	h := newHarness(t, runPlatform(t, testClasses, teamA(), teamB()))
 	var names []string
 	for _, cp := range h.policies {
 		names = append(names, cp.policy.Name)
 	}
-	assert.ElementsMatch(t, []string{EntitlementPolicyName, ExtendedResourcePolicyName}, names)
+	assert.ElementsMatch(t, []string{ClaimNamespacePolicy, NamespaceLabelPolicy, ClaimStatusPolicy, RuntimeEnvPolicy,
+		RuntimeEnvKeysPolicy, ExtendedResourcePolicy, naming.EntitlementPolicy("team-a"), naming.EntitlementPolicy("team-b")}, names)
 }
 
 func TestCompileCatchesABrokenExpression(t *testing.T) {
@@ -287,6 +339,28 @@ func TestCompileCatchesABrokenExpression(t *testing.T) {
 		[]plugincel.ExpressionAccessor{expression{text: "object.spec.devices.requests.all(r, ", returns: validationReturns}},
 		plugincel.OptionalVariableDeclarations{StrictCost: true}, environment.NewExpressions)
 	assert.NotEmpty(t, cond.CompilationErrors())
+}
+
+func TestRenderLeavesNoPlaceholderAndQuotesEveryLiteral(t *testing.T) {
+	p := entitlementPolicy(`te'am`, []string{`a') || true || ('`})
+	for _, v := range p.variables {
+		assert.NotContains(t, p.render(v.expression), "$", "variable %s", v.name)
+	}
+	assert.Equal(t, `'te\'am'`, p.render(`$TENANT`))
+	assert.Equal(t, `['a\') || true || (\'']`, p.render(`$GRANTED`))
+	assert.Equal(t, `$UNKNOWN`, p.render(`$UNKNOWN`), "an unknown placeholder stays and fails to compile")
+}
+
+// claimOrTemplate is a claim, or a template with the same spec, in namespace.
+func claimOrTemplate(t *testing.T, h *harness, namespace string, template bool, spec resourceapi.ResourceClaimSpec) []string {
+	t.Helper()
+	if template {
+		obj := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "test", Namespace: namespace},
+			Spec: resourceapi.ResourceClaimTemplateSpec{Spec: spec}}
+		return h.create(t, namespace, templateGVK, templateGVR, obj)
+	}
+	obj := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "test", Namespace: namespace}, Spec: spec}
+	return h.create(t, namespace, claimGVK, claimGVR, obj)
 }
 
 func TestEntitlementPolicyOnClaims(t *testing.T) {
@@ -328,45 +402,157 @@ func TestEntitlementPolicyOnClaims(t *testing.T) {
 		{name: "adminAccess in a template denied", namespace: "vcluster-team-b", template: true,
 			spec:       claimSpec(adminExactly("debug", "l4")),
 			wantDenied: []string{"tenant team-b may not request adminAccess"}},
-		{name: "platform namespace is not a tenant's", namespace: "default", spec: claimSpec(exactly("gpu", "gpu.nvidia.com"))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var denials []string
-			if tt.template {
-				obj := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "test", Namespace: tt.namespace},
-					Spec: resourceapi.ResourceClaimTemplateSpec{Spec: tt.spec}}
-				denials = h.create(t, tt.namespace, templateGVK, templateGVR, obj)
-			} else {
-				obj := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "test", Namespace: tt.namespace}, Spec: tt.spec}
-				denials = h.create(t, tt.namespace, claimGVK, claimGVR, obj)
-			}
-			assertDenied(t, denials, tt.wantDenied)
+			assertDenied(t, claimOrTemplate(t, h, tt.namespace, tt.template, tt.spec), tt.wantDenied)
 		})
 	}
 }
 
 func TestEntitlementPolicyNamesOnlyTheForeignClasses(t *testing.T) {
 	h := newHarness(t, runPlatform(t, testClasses, teamA(), teamB()))
-	obj := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "test", Namespace: "vcluster-team-a"},
-		Spec: claimSpec(firstAvailable("x", "a100", "l4", "gpu.nvidia.com"), exactly("y", "a100-1g.5gb"))}
-	denials := h.create(t, "vcluster-team-a", claimGVK, claimGVR, obj)
+	denials := claimOrTemplate(t, h, "vcluster-team-a", false,
+		claimSpec(firstAvailable("x", "a100", "l4", "gpu.nvidia.com"), exactly("y", "a100-1g.5gb")))
 	require.Len(t, denials, 1)
 	assert.Contains(t, denials[0], "not granted DeviceClass l4, gpu.nvidia.com;")
 	assert.NotContains(t, denials[0], "a100")
 }
 
-func TestEntitlementPolicyDeniesWhenGrantsAreMissing(t *testing.T) {
-	h := newHarness(t, runPlatform(t, testClasses, teamA(), teamB()))
-	delete(h.params, SystemNamespace+"/"+GrantsConfigMap("team-a"))
-	obj := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "test", Namespace: "vcluster-team-a"}, Spec: claimSpec(exactly("gpu", "a100"))}
-	assert.Equal(t, []string{"no params found for binding " + naming.EntitlementPolicy("team-a")}, h.create(t, "vcluster-team-a", claimGVK, claimGVR, obj))
-}
-
 func TestEntitlementPolicyDeniesEverythingToATenantWithoutGrants(t *testing.T) {
 	h := newHarness(t, runPlatform(t, testClasses, TenantArgs{Name: "team-c", CPUQuota: "1", MemoryQuota: "1Gi"}))
-	obj := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "test", Namespace: "vcluster-team-c"}, Spec: claimSpec(exactly("gpu", "a100"))}
-	assertDenied(t, h.create(t, "vcluster-team-c", claimGVK, claimGVR, obj), []string{"tenant team-c is not granted DeviceClass a100"})
+	assertDenied(t, claimOrTemplate(t, h, "vcluster-team-c", false, claimSpec(exactly("gpu", "a100"))),
+		[]string{"tenant team-c is not granted DeviceClass a100"})
+}
+
+func TestClaimsOfGPUClassesOnlyInTenantNamespaces(t *testing.T) {
+	h := newHarness(t, runPlatform(t, testClasses, teamA(), teamB()))
+	notATenant := "is not a tenant host namespace"
+	tests := []struct {
+		name       string
+		namespace  string
+		template   bool
+		spec       resourceapi.ResourceClaimSpec
+		wantDenied []string
+	}{
+		{name: "the driver's class in default", namespace: "default", spec: claimSpec(exactly("gpu", "gpu.nvidia.com")),
+			wantDenied: []string{"namespace default " + notATenant, "DeviceClass gpu.nvidia.com"}},
+		{name: "a catalog class in default", namespace: "default", spec: claimSpec(exactly("gpu", "a100")),
+			wantDenied: []string{notATenant, "DeviceClass a100"}},
+		{name: "any class under nvidia.com", namespace: "default", template: true, spec: claimSpec(exactly("gpu", "vfio.gpu.nvidia.com")),
+			wantDenied: []string{notATenant}},
+		{name: "a GPU class hidden in firstAvailable", namespace: "default", spec: claimSpec(firstAvailable("gpu", "nic.example.com", "mig.nvidia.com")),
+			wantDenied: []string{notATenant, "mig.nvidia.com"}},
+		{name: "a class of another driver", namespace: "default", spec: claimSpec(exactly("nic", "nic.example.com"))},
+		{name: "a tenant-like namespace without the label", namespace: "vcluster-stray", spec: claimSpec(exactly("gpu", "a100")),
+			wantDenied: []string{"namespace vcluster-stray " + notATenant}},
+		{name: "a namespace labelled for a tenant that does not exist", namespace: "vcluster-ghost", spec: claimSpec(exactly("gpu", "a100")),
+			wantDenied: []string{notATenant}},
+		{name: "a second namespace labelled for an existing tenant", namespace: "team-a-scratch", spec: claimSpec(exactly("gpu", "a100")),
+			wantDenied: []string{notATenant}},
+		{name: "a tenant namespace labelled for another tenant", namespace: "vcluster-team-z", spec: claimSpec(exactly("gpu", "a100")),
+			wantDenied: []string{notATenant}},
+		{name: "a platform namespace", namespace: "ml-platform", spec: claimSpec(exactly("gpu", "gpu.nvidia.com"))},
+		{name: "the tenant's own namespace", namespace: "vcluster-team-a", spec: claimSpec(exactly("gpu", "a100"))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assertDenied(t, claimOrTemplate(t, h, tt.namespace, tt.template, tt.spec), tt.wantDenied)
+		})
+	}
+}
+
+func TestTenantLabelOnlyOnTheTenantsNamespace(t *testing.T) {
+	h := newHarness(t, runPlatform(t, testClasses, teamA()))
+	ns := func(name, tenant string) *corev1.Namespace {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if tenant != "" {
+			n.Labels = map[string]string{naming.TenantNamespaceLabel: tenant}
+		}
+		return n
+	}
+	create := func(n *corev1.Namespace) []string {
+		return h.do(t, request{gvk: namespaceGVK, gvr: namespaceGVR, obj: n, user: "admin"})
+	}
+	assert.Empty(t, create(ns("vcluster-team-a", "team-a")), "the tenant's own namespace")
+	assert.Empty(t, create(ns("ml-platform", "")), "a namespace without the label")
+	assertDenied(t, create(ns("scratch", "team-a")), []string{"namespace scratch may not carry gpu-tenancy.io/tenant=team-a",
+		"only that tenant's host namespace vcluster-team-a carries it"})
+	assertDenied(t, create(ns("vcluster-team-b", "team-a")), []string{"may not carry gpu-tenancy.io/tenant=team-a"})
+	relabelled := h.do(t, request{gvk: namespaceGVK, gvr: namespaceGVR, obj: ns("default", "team-a"), old: ns("default", ""), user: "admin"})
+	assertDenied(t, relabelled, []string{"namespace default may not carry"})
+}
+
+// claim is an allocated or unallocated claim of class in namespace, reserved for the named pods.
+func claim(namespace, class string, allocated bool, reservedFor ...string) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: namespace}, Spec: claimSpec(exactly("gpu", class))}
+	if allocated {
+		c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+			Request: "gpu", Driver: Driver, Pool: "gpu-a100-whole-0", Device: "gpu-0",
+		}}}}
+	}
+	for _, p := range reservedFor {
+		c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: p, UID: types.UID(p + "-uid")})
+	}
+	return c
+}
+
+// statusUpdate is an update of a claim's status subresource from old to updated by user.
+func statusUpdate(namespace, user string, updated, old *resourceapi.ResourceClaim) request {
+	return request{namespace: namespace, gvk: claimGVK, gvr: claimGVR, subresource: "status", obj: updated, old: old, user: user}
+}
+
+func TestOnlyTheSchedulerAndClaimControllerAllocate(t *testing.T) {
+	h := newHarness(t, runPlatform(t, testClasses, teamA()))
+	const ns = "vcluster-team-a"
+	scheduler, controller := "system:kube-scheduler", "system:serviceaccount:kube-system:resource-claim-controller"
+	foreign := claim(ns, "a100", true)
+	foreign.Status.Allocation.Devices.Results[0].Pool, foreign.Status.Allocation.Devices.Results[0].Device = "gpu-a100-mig-0", "gpu-0-mig-1g5gb-19-0"
+	withDeviceStatus := claim(ns, "a100", true, "trainer")
+	withDeviceStatus.Status.Devices = []resourceapi.AllocatedDeviceStatus{{Driver: Driver, Pool: "gpu-a100-whole-0", Device: "gpu-0"}}
+	writersOnly := []string{"may change the allocation or reservations of ResourceClaim vcluster-team-a/gpu",
+		"system:kube-scheduler", "may not"}
+	tests := []struct {
+		name       string
+		req        request
+		wantDenied []string
+	}{
+		{"the scheduler allocates and reserves", statusUpdate(ns, scheduler, claim(ns, "a100", true, "trainer"), claim(ns, "a100", false)), nil},
+		{"the claim controller releases", statusUpdate(ns, controller, claim(ns, "a100", false), claim(ns, "a100", true, "trainer")), nil},
+		{"the syncer may not allocate", statusUpdate(ns, syncer(ns), claim(ns, "a100", true), claim(ns, "a100", false)), writersOnly},
+		{"the syncer may not swap in another device", statusUpdate(ns, syncer(ns), foreign, claim(ns, "a100", true)), writersOnly},
+		{"the syncer may not reserve", statusUpdate(ns, syncer(ns), claim(ns, "a100", true, "thief"), claim(ns, "a100", true)), writersOnly},
+		{"the syncer may not release another's reservation", statusUpdate(ns, syncer(ns), claim(ns, "a100", true), claim(ns, "a100", true, "trainer")), writersOnly},
+		{"the cluster admin may not allocate either", statusUpdate(ns, "admin", claim(ns, "a100", true), claim(ns, "a100", false)), writersOnly},
+		{"the DRA driver reports device status", statusUpdate(ns, "system:serviceaccount:dra-driver-nvidia-gpu:kubelet-plugin",
+			withDeviceStatus, claim(ns, "a100", true, "trainer")), nil},
+		{"outside tenant namespaces too", statusUpdate("default", syncer("default"), claim("default", "a100", true), claim("default", "a100", false)),
+			[]string{"may change the allocation or reservations of ResourceClaim default/gpu"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { assertDenied(t, h.do(t, tt.req), tt.wantDenied) })
+	}
+}
+
+func TestARevokedClassGetsNoNewAllocationOrReservation(t *testing.T) {
+	// team-a held l4 before its grant was revoked: its claim exists, naming l4.
+	h := newHarness(t, runPlatform(t, testClasses, teamA()))
+	const ns, scheduler = "vcluster-team-a", "system:kube-scheduler"
+	revoked := []string{"claim gpu of tenant team-a names DeviceClass l4, which is no longer granted", "no pod may start using it"}
+	tests := []struct {
+		name       string
+		req        request
+		wantDenied []string
+	}{
+		{"no allocation", statusUpdate(ns, scheduler, claim(ns, "l4", true, "new-pod"), claim(ns, "l4", false)), revoked},
+		{"no new pod on an allocated claim", statusUpdate(ns, scheduler, claim(ns, "l4", true, "old-pod", "new-pod"), claim(ns, "l4", true, "old-pod")), revoked},
+		{"release still works", statusUpdate(ns, "system:serviceaccount:kube-system:resource-claim-controller",
+			claim(ns, "l4", false), claim(ns, "l4", true, "old-pod")), nil},
+		{"granted classes still allocate", statusUpdate(ns, scheduler, claim(ns, "a100", true, "new-pod"), claim(ns, "a100", false)), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { assertDenied(t, h.do(t, tt.req), tt.wantDenied) })
+	}
 }
 
 func pod(containers, initContainers []corev1.Container) *corev1.Pod {
@@ -385,6 +571,84 @@ func container(name string, requests, limits map[string]string) corev1.Container
 		return l
 	}
 	return corev1.Container{Name: name, Image: "busybox", Resources: corev1.ResourceRequirements{Requests: list(requests), Limits: list(limits)}}
+}
+
+func withEnv(c corev1.Container, env ...corev1.EnvVar) corev1.Container {
+	c.Env = append(c.Env, env...)
+	return c
+}
+
+func withEnvFrom(c corev1.Container, prefix string) corev1.Container {
+	c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{Prefix: prefix,
+		ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}})
+	return c
+}
+
+func TestNoNVIDIARuntimeVariablesInTenantContainers(t *testing.T) {
+	h := newHarness(t, runPlatform(t, testClasses, teamA()))
+	plain := container("main", nil, nil)
+	visible := corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}
+	fromConfigMap := corev1.EnvVar{Name: "NVIDIA_DRIVER_CAPABILITIES", ValueFrom: &corev1.EnvVarSource{
+		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, Key: "caps"}}}
+	byName := "set NVIDIA runtime variables"
+	tests := []struct {
+		name       string
+		namespace  string
+		pod        *corev1.Pod
+		wantDenied []string
+	}{
+		{"a plain pod", "vcluster-team-a", pod([]corev1.Container{plain}, nil), nil},
+		{"other variables", "vcluster-team-a", pod([]corev1.Container{withEnv(plain, corev1.EnvVar{Name: "CUDA_VISIBLE_DEVICES", Value: "0"})}, nil), nil},
+		{"NVIDIA_VISIBLE_DEVICES in a container", "vcluster-team-a", pod([]corev1.Container{withEnv(plain, visible)}, nil),
+			[]string{"tenant team-a: containers main " + byName, "NVIDIA_VISIBLE_DEVICES"}},
+		{"in an init container", "vcluster-team-a", pod([]corev1.Container{plain},
+			[]corev1.Container{withEnv(container("init", nil, nil), corev1.EnvVar{Name: "NVIDIA_MIG_CONFIG_DEVICES", Value: "all"})}),
+			[]string{"containers init " + byName}},
+		{"a value taken from a ConfigMap", "vcluster-team-a", pod([]corev1.Container{withEnv(plain, fromConfigMap)}, nil), []string{byName}},
+		{"envFrom with the prefix NVIDIA_", "vcluster-team-a", pod([]corev1.Container{withEnvFrom(plain, "NVIDIA_")}, nil),
+			[]string{"containers main take envFrom with a prefix that can spell"}},
+		{"envFrom with a one-letter prefix", "vcluster-team-a", pod([]corev1.Container{withEnvFrom(plain, "N")}, nil),
+			[]string{"take envFrom with a prefix"}},
+		{"envFrom with another prefix", "vcluster-team-a", pod([]corev1.Container{withEnvFrom(plain, "APP_")}, nil), nil},
+		{"envFrom without a prefix (its keys are checked where they live)", "vcluster-team-a", pod([]corev1.Container{withEnvFrom(plain, "")}, nil), nil},
+		{"a platform namespace is not guarded", "ml-platform", pod([]corev1.Container{withEnv(plain, visible)}, nil), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.pod.Namespace = tt.namespace
+			assertDenied(t, h.create(t, tt.namespace, podGVK, podGVR, tt.pod), tt.wantDenied)
+		})
+	}
+
+	t.Run("an ephemeral container added to a running pod", func(t *testing.T) {
+		old := pod([]corev1.Container{plain}, nil)
+		old.Namespace = "vcluster-team-a"
+		debug := old.DeepCopy()
+		debug.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debug", Image: "busybox", Env: []corev1.EnvVar{visible}}}}
+		denials := h.do(t, request{namespace: "vcluster-team-a", gvk: podGVK, gvr: podGVR, subresource: "ephemeralcontainers", obj: debug, old: old})
+		assertDenied(t, denials, []string{"containers debug " + byName})
+	})
+}
+
+func TestNoNVIDIARuntimeVariableKeysInTenantConfigMapsAndSecrets(t *testing.T) {
+	h := newHarness(t, runPlatform(t, testClasses, teamA()))
+	cm := func(ns string, keys ...string) *corev1.ConfigMap {
+		c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{}}
+		for _, k := range keys {
+			c.Data[k] = "all"
+		}
+		return c
+	}
+	assert.Empty(t, h.create(t, "vcluster-team-a", configMapGVK, configMapGVR, cm("vcluster-team-a", "LOG_LEVEL")))
+	assertDenied(t, h.create(t, "vcluster-team-a", configMapGVK, configMapGVR, cm("vcluster-team-a", "LOG_LEVEL", "NVIDIA_VISIBLE_DEVICES")),
+		[]string{"tenant team-a: ConfigMap settings has keys NVIDIA_VISIBLE_DEVICES", "envFrom"})
+	assertDenied(t, h.admit(t, "vcluster-team-a", configMapGVK, configMapGVR, cm("vcluster-team-a", "NVIDIA_DRIVER_CAPABILITIES"), cm("vcluster-team-a")),
+		[]string{"has keys NVIDIA_DRIVER_CAPABILITIES"})
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "vcluster-team-a"},
+		Data: map[string][]byte{"NVIDIA_MIG_MONITOR_DEVICES": []byte("all")}}
+	assertDenied(t, h.create(t, "vcluster-team-a", secretGVK, secretGVR, secret), []string{"Secret creds has keys NVIDIA_MIG_MONITOR_DEVICES"})
+	assert.Empty(t, h.create(t, "default", configMapGVK, configMapGVR, cm("default", "NVIDIA_VISIBLE_DEVICES")), "outside tenant namespaces")
 }
 
 func TestExtendedResourcePolicyOnPods(t *testing.T) {
@@ -411,14 +675,13 @@ func TestExtendedResourcePolicyOnPods(t *testing.T) {
 			pod: pod([]corev1.Container{container("main", nil, nil)},
 				[]corev1.Container{container("warmup", map[string]string{"deviceclass.resource.kubernetes.io/a100": "1"}, nil)}),
 			wantDenied: []string{"containers warmup request", "deviceclass.resource.kubernetes.io/*"}},
-		{name: "platform namespace not guarded", namespace: "default",
+		{name: "platform namespace not guarded", namespace: "ml-platform",
 			pod: pod([]corev1.Container{container("main", nil, map[string]string{"nvidia.com/gpu": "1"})}, nil)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.pod.Namespace = tt.namespace
-			denials := h.create(t, tt.namespace, podGVK, podGVR, tt.pod)
-			assertDenied(t, denials, tt.wantDenied)
+			assertDenied(t, h.create(t, tt.namespace, podGVK, podGVR, tt.pod), tt.wantDenied)
 		})
 	}
 }
@@ -436,9 +699,9 @@ func TestPoliciesCheckUpdatesOnlyWhenTheSpecChanges(t *testing.T) {
 	changed.Spec = claimSpec(exactly("gpu", "gpu.nvidia.com"))
 	assertDenied(t, h.admit(t, "vcluster-team-a", claimGVK, claimGVR, changed, old), []string{"not granted DeviceClass gpu.nvidia.com"})
 
-	legacy := pod([]corev1.Container{container("main", nil, map[string]string{"nvidia.com/gpu": "1"})}, nil)
+	legacy := pod([]corev1.Container{withEnv(container("main", nil, map[string]string{"nvidia.com/gpu": "1"}), corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"})}, nil)
 	legacy.Namespace = "vcluster-team-a"
 	relabelled := legacy.DeepCopy()
 	relabelled.Labels = map[string]string{"x": "y"}
-	assert.Empty(t, h.admit(t, "vcluster-team-a", podGVK, podGVR, relabelled, legacy))
+	assert.Empty(t, h.admit(t, "vcluster-team-a", podGVK, podGVR, relabelled, legacy), "a pod admitted before the policies keeps working")
 }

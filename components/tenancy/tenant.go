@@ -8,7 +8,6 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
-	admissionv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/admissionregistration/v1"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -29,18 +28,15 @@ var (
 	DefaultContainerLimit   = ContainerResources{Memory: "512Mi"}
 )
 
-// SystemNamespace holds the platform-owned grants; tenants and vCluster syncers have no access to it, so a tenant
-// cannot widen its own grant.
-const SystemNamespace = "gpu-tenancy-system"
-
-// GrantsConfigMap is the name of a tenant's grants ConfigMap in SystemNamespace, the entitlement policy's params.
-func GrantsConfigMap(tenant string) string { return "grants-" + tenant }
-
 // Tenant defaults for a stack's `tenants[]` entries.
 const (
 	DefaultCPUQuota    = "16"
 	DefaultMemoryQuota = "64Gi"
 )
+
+// PodSecurityVersion pins the Pod Security Standards version tenant namespaces enforce, so a cluster upgrade does
+// not change what is admitted: the oldest Kubernetes version the platform supports.
+const PodSecurityVersion = "v1.34"
 
 // TenantArgs configure one tenant's host-side guard rails. A stack's `tenants[]` entry decodes into the tagged fields;
 // the cluster-wide ones are set by the caller.
@@ -58,6 +54,9 @@ type TenantArgs struct {
 	// BlockedEgressCIDRs are further destinations the tenant's pods may not reach, besides the cloud metadata
 	// endpoints (node or VPC ranges); IPv4 and IPv6 both work.
 	BlockedEgressCIDRs []string `json:"blockedEgressCIDRs"`
+	// PodSecurity is the Pod Security Standard the tenant's namespace enforces: baseline (default) or restricted.
+	// Warnings and audit annotations always apply restricted.
+	PodSecurity string `json:"podSecurity"`
 
 	// DefaultRequest and DefaultLimit are the LimitRange defaults for containers; empty fields take
 	// DefaultContainerRequest and DefaultContainerLimit.
@@ -65,7 +64,7 @@ type TenantArgs struct {
 	DefaultLimit   ContainerResources `json:"-"`
 	// Network holds the cluster-wide network settings every tenant shares.
 	Network NetworkArgs `json:"-"`
-	// Catalog is the GPU catalog whose entitlement policy the tenant binds.
+	// Catalog is the GPU catalog; the tenant's namespace waits for its guards.
 	Catalog *Catalog `json:"-"`
 }
 
@@ -76,6 +75,9 @@ func (a TenantArgs) WithDefaults() TenantArgs {
 	}
 	if a.MemoryQuota == "" {
 		a.MemoryQuota = DefaultMemoryQuota
+	}
+	if a.PodSecurity == "" {
+		a.PodSecurity = naming.PodSecurityBaseline
 	}
 	a.DefaultRequest = withDefaults(a.DefaultRequest, DefaultContainerRequest)
 	a.DefaultLimit = withDefaults(a.DefaultLimit, DefaultContainerLimit)
@@ -89,10 +91,12 @@ type Tenant struct {
 	// Name is the tenant name.
 	Name string
 	// Namespace is the tenant's host namespace, where its vCluster runs; it exists only once the entitlement
-	// binding does, so nothing can be created in it unchecked.
+	// binding and the catalog's guards do, so nothing can be created in it unchecked.
 	Namespace pulumi.StringOutput
 	// Classes are the granted class names.
 	Classes pulumi.StringArrayOutput
+	// PodSecurity is the Pod Security Standard the namespace enforces.
+	PodSecurity string
 	// Admission are the objects that must exist before workloads enter the namespace (its quota and limit range);
 	// depend on them directly, since a dependency on the component covers only the children registered so far.
 	Admission []pulumi.Resource
@@ -127,6 +131,9 @@ func (a *TenantArgs) Validate(path *field.Path) field.ErrorList {
 	for j, c := range a.BlockedEgressCIDRs {
 		errs = append(errs, validateBlockedCIDR(path.Child("blockedEgressCIDRs").Index(j), c)...)
 	}
+	if !slices.Contains(naming.TenantPodSecurityLevels, d.PodSecurity) {
+		errs = append(errs, field.NotSupported(path.Child("podSecurity"), d.PodSecurity, naming.TenantPodSecurityLevels))
+	}
 	return errs
 }
 
@@ -159,8 +166,9 @@ func withDefaults(r, def ContainerResources) ContainerResources {
 	return r
 }
 
-// NewTenant creates the tenant's grants and entitlement binding first and its namespace after them, then the
-// namespace's quota, container defaults and network policies. Tenants depend on the catalog only, never on each other.
+// NewTenant creates the tenant's entitlement policy first and its namespace after it and the catalog's guards,
+// then the namespace's quota, container defaults and network policies. Tenants depend on the catalog only, never on
+// each other.
 func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulumi.ResourceOption) (*Tenant, error) {
 	if args == nil {
 		return nil, errors.New("creating tenant: args are required")
@@ -174,22 +182,21 @@ func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulum
 		return nil, fmt.Errorf("creating tenant %q: %w", args.Name, errs.ToAggregate())
 	}
 	cfg := args.WithDefaults()
-	t := &Tenant{Name: cfg.Name}
+	t := &Tenant{Name: cfg.Name, PodSecurity: cfg.PodSecurity}
 	if err := ctx.RegisterComponentResource("gpu-tenancy:tenancy:Tenant", name, t, opts...); err != nil {
 		return nil, fmt.Errorf("registering tenant %q: %w", cfg.Name, err)
 	}
 
-	binding, err := newEntitlementBinding(ctx, name, &cfg, t)
+	binding, err := newPolicy(ctx, name+"-entitlements", entitlementPolicy(cfg.Name, cfg.Classes),
+		&metav1.LabelSelectorArgs{MatchLabels: pulumi.StringMap{naming.TenantNamespaceLabel: pulumi.String(cfg.Name)}},
+		map[string]string{naming.TenantNamespaceLabel: cfg.Name}, t)
 	if err != nil {
 		return nil, err
 	}
 	nsName := naming.Namespace(cfg.Name)
 	ns, err := corev1.NewNamespace(ctx, name+"-namespace", &corev1.NamespaceArgs{
-		Metadata: &metav1.ObjectMetaArgs{
-			Name:   pulumi.String(nsName),
-			Labels: managedLabels(map[string]string{naming.TenantNamespaceLabel: cfg.Name}),
-		},
-	}, pulumi.Parent(t), pulumi.DependsOn([]pulumi.Resource{binding}))
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(nsName), Labels: managedLabels(namespaceLabels(cfg.Name, cfg.PodSecurity))},
+	}, pulumi.Parent(t), pulumi.DependsOn(append([]pulumi.Resource{binding}, cfg.Catalog.Guards...)))
 	if err != nil {
 		return nil, fmt.Errorf("creating namespace %q: %w", nsName, err)
 	}
@@ -205,60 +212,27 @@ func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulum
 	t.Namespace = namespace
 	t.Classes = pulumi.ToStringArray(cfg.Classes).ToStringArrayOutput()
 	if err := ctx.RegisterResourceOutputs(t, pulumi.Map{
-		"namespace": t.Namespace,
-		"classes":   t.Classes,
+		"namespace":   t.Namespace,
+		"classes":     t.Classes,
+		"podSecurity": pulumi.String(t.PodSecurity),
 	}); err != nil {
 		return nil, fmt.Errorf("registering tenant %q outputs: %w", cfg.Name, err)
 	}
 	return t, nil
 }
 
-// newEntitlementBinding writes the tenant's grants into the platform-owned system namespace, never the tenant's
-// own (the vCluster syncer writes there), and binds the entitlement policy to the tenant's namespace with them.
-// A missing grants ConfigMap denies (parameterNotFoundAction Deny).
-func newEntitlementBinding(ctx *pulumi.Context, name string, cfg *TenantArgs, parent pulumi.Resource) (pulumi.Resource, error) {
-	catalog := cfg.Catalog
-	grants := pulumi.StringMap{}
-	for _, class := range cfg.Classes {
-		grants[class] = pulumi.String(grantedValue)
+// namespaceLabels are a tenant namespace's labels: the tenant, and Pod Security Admission enforcing the tenant's
+// level with warnings and audit at restricted, all at a pinned version.
+func namespaceLabels(tenant, level string) map[string]string {
+	return map[string]string{
+		naming.TenantNamespaceLabel:           tenant,
+		naming.PodSecurityEnforceLabel:        level,
+		naming.PodSecurityEnforceVersionLabel: PodSecurityVersion,
+		naming.PodSecurityWarnLabel:           naming.PodSecurityRestricted,
+		naming.PodSecurityWarnVersionLabel:    PodSecurityVersion,
+		naming.PodSecurityAuditLabel:          naming.PodSecurityRestricted,
+		naming.PodSecurityAuditVersionLabel:   PodSecurityVersion,
 	}
-	cmName := GrantsConfigMap(cfg.Name)
-	cm, err := corev1.NewConfigMap(ctx, name+"-grants", &corev1.ConfigMapArgs{
-		Metadata: &metav1.ObjectMetaArgs{
-			Name:      pulumi.String(cmName),
-			Namespace: catalog.SystemNamespace,
-			Labels:    managedLabels(map[string]string{naming.TenantNamespaceLabel: cfg.Name}),
-		},
-		Data: grants,
-	}, pulumi.Parent(parent))
-	if err != nil {
-		return nil, fmt.Errorf("creating grants ConfigMap %q: %w", cmName, err)
-	}
-	bindingName := naming.EntitlementPolicy(cfg.Name)
-	binding, err := admissionv1.NewValidatingAdmissionPolicyBinding(ctx, name+"-entitlements", &admissionv1.ValidatingAdmissionPolicyBindingArgs{
-		Metadata: &metav1.ObjectMetaArgs{
-			Name:   pulumi.String(bindingName),
-			Labels: managedLabels(map[string]string{naming.TenantNamespaceLabel: cfg.Name}),
-		},
-		Spec: &admissionv1.ValidatingAdmissionPolicyBindingSpecArgs{
-			PolicyName:        catalog.EntitlementPolicy,
-			ValidationActions: pulumi.ToStringArray([]string{"Deny"}),
-			ParamRef: &admissionv1.ParamRefArgs{
-				Name:                    cm.Metadata.Name().Elem(),
-				Namespace:               cm.Metadata.Namespace().Elem(),
-				ParameterNotFoundAction: pulumi.String("Deny"),
-			},
-			MatchResources: &admissionv1.MatchResourcesArgs{
-				NamespaceSelector: &metav1.LabelSelectorArgs{
-					MatchLabels: pulumi.StringMap{naming.TenantNamespaceLabel: pulumi.String(cfg.Name)},
-				},
-			},
-		},
-	}, pulumi.Parent(parent))
-	if err != nil {
-		return nil, fmt.Errorf("creating ValidatingAdmissionPolicyBinding %q: %w", bindingName, err)
-	}
-	return binding, nil
 }
 
 // newQuota caps CPU, memory and each granted class's devices, and sets container defaults so pods without resources

@@ -35,56 +35,75 @@ func teamB() TenantArgs {
 }
 
 func TestTenantNamespace(t *testing.T) {
-	rec := runPlatform(t, testClasses, teamA())
-	ns := child[corev1.Namespace](t, rec, namespaceType, "team-a-namespace", tenantType)
-	assert.Equal(t, "vcluster-team-a", ns.Name)
-	assert.Equal(t, naming.Namespace("team-a"), ns.Name)
-	assert.Equal(t, "team-a", ns.Labels[naming.TenantNamespaceLabel])
-	binding := get(t, rec, bindingType, "team-a-entitlements")
-	assert.Contains(t, get(t, rec, namespaceType, "team-a-namespace").Dependencies, binding.URN,
-		"the namespace must not exist before its entitlement binding")
-}
-
-func TestTenantGrantsLiveInTheSystemNamespace(t *testing.T) {
+	restricted := teamB()
+	restricted.PodSecurity = naming.PodSecurityRestricted
 	tests := []struct {
-		tenant TenantArgs
-		want   map[string]string
+		tenant    TenantArgs
+		wantLevel string
 	}{
-		{teamA(), map[string]string{"a100": grantedValue, "a100-1g.5gb": grantedValue}},
-		{teamB(), map[string]string{"a100-1g.5gb": grantedValue, "l4": grantedValue}},
+		{teamA(), "baseline"},
+		{restricted, "restricted"},
 	}
-	rec := runPlatform(t, testClasses, teamA(), teamB())
+	rec := runPlatform(t, testClasses, teamA(), restricted)
 	for _, tt := range tests {
 		t.Run(tt.tenant.Name, func(t *testing.T) {
-			cm := child[corev1.ConfigMap](t, rec, configMapType, tt.tenant.Name+"-grants", tenantType)
-			assert.Equal(t, GrantsConfigMap(tt.tenant.Name), cm.Name)
-			assert.Equal(t, SystemNamespace, cm.Namespace, "grants must not live where the vCluster syncer writes")
-			assert.Equal(t, tt.tenant.Name, cm.Labels[naming.TenantNamespaceLabel])
-			assert.Equal(t, tt.want, cm.Data)
+			name := tt.tenant.Name
+			ns := child[corev1.Namespace](t, rec, namespaceType, name+"-namespace", tenantType)
+			assert.Equal(t, naming.Namespace(name), ns.Name)
+			assert.Equal(t, map[string]string{
+				naming.ManagedByLabel:                        naming.ManagedBy,
+				naming.TenantNamespaceLabel:                  name,
+				"pod-security.kubernetes.io/enforce":         tt.wantLevel,
+				"pod-security.kubernetes.io/enforce-version": "v1.34",
+				"pod-security.kubernetes.io/warn":            "restricted",
+				"pod-security.kubernetes.io/warn-version":    "v1.34",
+				"pod-security.kubernetes.io/audit":           "restricted",
+				"pod-security.kubernetes.io/audit-version":   "v1.34",
+			}, ns.Labels)
+			deps := get(t, rec, namespaceType, name+"-namespace").Dependencies
+			assert.Contains(t, deps, get(t, rec, bindingType, name+"-entitlements").URN,
+				"the namespace must not exist before its entitlement binding")
+			for _, guard := range []string{"gpus-claim-namespaces", "gpus-runtime-env", "gpus-runtime-env-keys", "gpus-extended-resources"} {
+				assert.Contains(t, deps, get(t, rec, bindingType, guard).URN, "the namespace must not exist before %s", guard)
+			}
 		})
 	}
 }
 
-func TestTenantEntitlementBinding(t *testing.T) {
+func TestTenantEntitlementPolicy(t *testing.T) {
 	rec := runPlatform(t, testClasses, teamA(), teamB())
-	require.Len(t, rec.ByType(bindingType), 3, "one binding per tenant plus the catalog's extended-resource binding")
-	for _, tenant := range []string{"team-a", "team-b"} {
-		t.Run(tenant, func(t *testing.T) {
-			b := child[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, rec, bindingType, tenant+"-entitlements", tenantType)
-			assert.Equal(t, naming.EntitlementPolicy(tenant), b.Name)
-			assert.Equal(t, EntitlementPolicyName, b.Spec.PolicyName)
+	for _, tt := range []struct {
+		tenant  string
+		granted string
+	}{{"team-a", `['a100', 'a100-1g.5gb']`}, {"team-b", `['a100-1g.5gb', 'l4']`}} {
+		t.Run(tt.tenant, func(t *testing.T) {
+			p := child[admissionregistrationv1.ValidatingAdmissionPolicy](t, rec, policyType, tt.tenant+"-entitlements", tenantType)
+			assert.Equal(t, naming.EntitlementPolicy(tt.tenant), p.Name)
+			assert.Nil(t, p.Spec.ParamKind, "grants are compiled in, not read from params")
+			vars := map[string]string{}
+			for _, v := range p.Spec.Variables {
+				vars[v.Name] = v.Expression
+			}
+			assert.Equal(t, tt.granted, vars["granted"])
+			assert.Equal(t, "'"+tt.tenant+"'", vars["tenant"])
+
+			b := child[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, rec, bindingType, tt.tenant+"-entitlements", tenantType)
+			assert.Equal(t, p.Name, b.Name)
+			assert.Equal(t, p.Name, b.Spec.PolicyName)
+			assert.Nil(t, b.Spec.ParamRef)
 			assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
-			require.NotNil(t, b.Spec.ParamRef)
-			assert.Equal(t, GrantsConfigMap(tenant), b.Spec.ParamRef.Name)
-			assert.Equal(t, SystemNamespace, b.Spec.ParamRef.Namespace)
-			require.NotNil(t, b.Spec.ParamRef.ParameterNotFoundAction)
-			assert.Equal(t, admissionregistrationv1.DenyAction, *b.Spec.ParamRef.ParameterNotFoundAction)
 			require.NotNil(t, b.Spec.MatchResources)
-			require.NotNil(t, b.Spec.MatchResources.NamespaceSelector)
-			assert.Equal(t, map[string]string{naming.TenantNamespaceLabel: tenant}, b.Spec.MatchResources.NamespaceSelector.MatchLabels)
-			assert.Empty(t, b.Spec.MatchResources.NamespaceSelector.MatchExpressions)
+			assert.Equal(t, map[string]string{naming.TenantNamespaceLabel: tt.tenant}, b.Spec.MatchResources.NamespaceSelector.MatchLabels)
 		})
 	}
+}
+
+func TestTenantPolicyCodeDependsOnlyOnItsOwnGrant(t *testing.T) {
+	specOf := func(tenants ...TenantArgs) map[string]any {
+		rec := runPlatform(t, testClasses, tenants...)
+		return get(t, rec, policyType, "team-a-entitlements").Inputs["spec"].Mappable().(map[string]any)
+	}
+	assert.Equal(t, specOf(teamA()), specOf(teamA(), teamB()), "adding a tenant must not touch another tenant's policy")
 }
 
 func TestTenantQuota(t *testing.T) {
@@ -169,7 +188,8 @@ func TestTenantOutputs(t *testing.T) {
 	got := make(chan outputs, 1)
 	err := mocktest.Run("test", func(ctx *pulumi.Context) error {
 		args := teamB()
-		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: testClasses, Grants: map[string][]string{"team-b": args.Classes}})
+		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: testClasses, Grants: map[string][]string{"team-b": args.Classes},
+			Admission: testAdmission})
 		if err != nil {
 			return err
 		}
@@ -236,6 +256,8 @@ func TestNewTenantRejectsInvalidArgs(t *testing.T) {
 			[]string{"network.apiServerPorts[0]"}},
 		{"ingress namespace malformed", func(a *TenantArgs) { a.Network.IngressFromNamespaces = []string{"Platform"} },
 			[]string{`network.ingressFromNamespaces[0]: Invalid value: "Platform"`}},
+		{"privileged pods", func(a *TenantArgs) { a.PodSecurity = "privileged" },
+			[]string{`tenant.podSecurity: Unsupported value: "privileged"`, `"baseline", "restricted"`}},
 		{"every problem at once", func(a *TenantArgs) { a.CPUQuota = "-1"; a.GPUQuota["l4"] = 1 },
 			[]string{"tenant.cpuQuota", `class "l4" is not granted`}},
 	}

@@ -64,6 +64,8 @@ func TestVirtualClusterValuesMatchChartSchema(t *testing.T) {
 			a.ControlPlane = ControlPlane{CPU: "200m", Memory: "2Gi", StorageSize: "10Gi", StorageClass: "standard-rwo"}
 		})},
 		{"exported kubeconfig", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "https://team-a.vc.example.com" })},
+		{"baseline pod security", tenantArgs(func(a *VirtualClusterArgs) { a.PodSecurity = "baseline" })},
+		{"restricted pod security", tenantArgs(func(a *VirtualClusterArgs) { a.PodSecurity = "restricted" })},
 		{"platform connection", tenantArgs(func(a *VirtualClusterArgs) {
 			a.Platform = &PlatformConnection{Project: DefaultProject, APIKeySecretName: APIKeySecretName, APIKeySecretNamespace: DefaultPlatformNamespace}
 		})},

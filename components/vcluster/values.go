@@ -8,6 +8,14 @@ type vclusterValues struct {
 	ControlPlane     *controlPlaneValues     `json:"controlPlane,omitempty"`
 	ExportKubeConfig *exportKubeConfigValues `json:"exportKubeConfig,omitempty"`
 	Platform         *platformConnValues     `json:"platform,omitempty"`
+	Policies         *policiesValues         `json:"policies,omitempty"`
+}
+
+type policiesValues struct {
+	// The virtual cluster labels every namespace with this Pod Security level and refuses to sync a pod that
+	// violates it (loft-sh/vcluster v0.36.1 pkg/controllers/podsecurity/podsecurity.go,
+	// pkg/controllers/resources/pods/validate_pod_security.go).
+	PodSecurityStandard string `json:"podSecurityStandard"`
 }
 
 type syncValues struct {
@@ -46,12 +54,49 @@ type enableSwitch struct {
 type controlPlaneValues struct {
 	StatefulSet *statefulSetValues `json:"statefulSet,omitempty"`
 	Proxy       *proxyValues       `json:"proxy,omitempty"`
+	Distro      *distroValues      `json:"distro,omitempty"`
 }
 
 type statefulSetValues struct {
 	Image       *imageValues       `json:"image,omitempty"`
 	Resources   *resourceValues    `json:"resources,omitempty"`
 	Persistence *persistenceValues `json:"persistence,omitempty"`
+	Security    *securityValues    `json:"security,omitempty"`
+}
+
+// securityValues hold the control plane pod's security contexts; the container context applies to the syncer only,
+// not to the init containers (chart/templates/statefulset.yaml, _init-containers.tpl).
+type securityValues struct {
+	PodSecurityContext       *securityContext `json:"podSecurityContext,omitempty"`
+	ContainerSecurityContext *securityContext `json:"containerSecurityContext,omitempty"`
+}
+
+// distroValues reach the "kubernetes" init container, which copies the virtual cluster's binaries.
+type distroValues struct {
+	K8s distroK8sValues `json:"k8s"`
+}
+
+type distroK8sValues struct {
+	SecurityContext *securityContext `json:"securityContext,omitempty"`
+}
+
+// securityContext is the subset of a Kubernetes (Pod)SecurityContext the project sets.
+type securityContext struct {
+	RunAsNonRoot             *bool           `json:"runAsNonRoot,omitempty"`
+	RunAsUser                *int64          `json:"runAsUser,omitempty"`
+	RunAsGroup               *int64          `json:"runAsGroup,omitempty"`
+	FSGroup                  *int64          `json:"fsGroup,omitempty"`
+	AllowPrivilegeEscalation *bool           `json:"allowPrivilegeEscalation,omitempty"`
+	Capabilities             *capabilities   `json:"capabilities,omitempty"`
+	SeccompProfile           *seccompProfile `json:"seccompProfile,omitempty"`
+}
+
+type capabilities struct {
+	Drop []string `json:"drop"`
+}
+
+type seccompProfile struct {
+	Type string `json:"type"`
 }
 
 type imageValues struct {

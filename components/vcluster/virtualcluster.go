@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
@@ -184,7 +186,16 @@ type VirtualClusterArgs struct {
 	// Await waits for the vCluster to become ready and reads its kubeconfig. Leave false where nothing can run
 	// (a control plane without kubelets).
 	Await bool
+	// PodSecurity is the Pod Security Standard of the tenant's host namespace (baseline or restricted): the virtual
+	// cluster enforces it too, so a tenant hears of a refused pod from its own API server, and the control plane pod
+	// is made to pass it. Empty enforces nothing inside.
+	PodSecurity string
 }
+
+// NonRootID is the user and group the control plane runs as under restricted, as vCluster documents for running
+// without root (https://www.vcluster.com/docs/vcluster/deploy/security/rootless-mode); the syncer passes it on to
+// the virtual cluster's DNS.
+const NonRootID = 12345
 
 // VirtualCluster is one tenant's virtual cluster.
 type VirtualCluster struct {
@@ -225,8 +236,30 @@ func (a *VirtualClusterArgs) Validate(path *field.Path) field.ErrorList {
 	if p := a.Platform; p != nil && (p.APIKeySecretName == "" || p.APIKeySecretNamespace == "") {
 		errs = append(errs, field.Required(path.Child("platform"), "the access key Secret's name and namespace"))
 	}
+	if a.PodSecurity != "" && !slices.Contains(naming.TenantPodSecurityLevels, a.PodSecurity) {
+		errs = append(errs, field.NotSupported(path.Child("podSecurity"), a.PodSecurity, naming.TenantPodSecurityLevels))
+	}
 	return errs
 }
+
+// restrictedSecurity is what the control plane pod needs to pass the restricted Pod Security Standard
+// (https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted): no root, no privilege
+// escalation, no capabilities, the runtime's seccomp profile. The chart's default container context runs as root
+// (loft-sh/vcluster v0.36.1 chart/values.yaml controlPlane.statefulSet.security).
+func restrictedSecurity() (*securityValues, *securityContext) {
+	id := int64(NonRootID)
+	container := &securityContext{
+		RunAsNonRoot: ptr(true), RunAsUser: &id, RunAsGroup: &id,
+		AllowPrivilegeEscalation: ptr(false), Capabilities: &capabilities{Drop: []string{"ALL"}},
+	}
+	pod := &securityContext{
+		RunAsNonRoot: ptr(true), RunAsUser: &id, RunAsGroup: &id, FSGroup: &id,
+		SeccompProfile: &seccompProfile{Type: "RuntimeDefault"},
+	}
+	return &securityValues{PodSecurityContext: pod, ContainerSecurityContext: container}, container
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // enforcedToleration writes a taint's toleration in vCluster's syntax (loft-sh/vcluster v0.36.1
 // pkg/util/toleration/toleration.go ParseToleration): key=value:Effect tolerates that value, key:Effect any value.
@@ -287,6 +320,14 @@ func virtualClusterValues(a *VirtualClusterArgs) vclusterValues {
 		sts.Persistence = &persistenceValues{VolumeClaim: volumeClaimValues{Size: cp.StorageSize, StorageClass: cp.StorageClass}}
 	}
 	cpv := &controlPlaneValues{}
+	if a.PodSecurity != "" {
+		v.Policies = &policiesValues{PodSecurityStandard: a.PodSecurity}
+	}
+	if a.PodSecurity == naming.PodSecurityRestricted {
+		var initContainer *securityContext
+		sts.Security, initContainer = restrictedSecurity()
+		cpv.Distro = &distroValues{K8s: distroK8sValues{SecurityContext: initContainer}}
+	}
 	if *sts != (statefulSetValues{}) {
 		cpv.StatefulSet = sts
 	}

@@ -88,6 +88,39 @@ func TestVirtualClusterControlPlaneSizing(t *testing.T) {
 		got.ControlPlane.StatefulSet.Persistence)
 }
 
+func TestVirtualClusterEnforcesTheTenantsPodSecurity(t *testing.T) {
+	for _, level := range []string{"baseline", "restricted"} {
+		t.Run(level, func(t *testing.T) {
+			got := tenantValues(t, tenantArgs(func(a *VirtualClusterArgs) { a.PodSecurity = level }))
+			require.NotNil(t, got.Policies)
+			assert.Equal(t, level, got.Policies.PodSecurityStandard, "the tenant hears of a refused pod from its own API server")
+		})
+	}
+}
+
+func TestVirtualClusterControlPlanePassesRestricted(t *testing.T) {
+	got := tenantValues(t, tenantArgs(func(a *VirtualClusterArgs) { a.PodSecurity = "restricted" }))
+	require.NotNil(t, got.ControlPlane)
+	require.NotNil(t, got.ControlPlane.StatefulSet)
+	sec := got.ControlPlane.StatefulSet.Security
+	require.NotNil(t, sec)
+	id := int64(NonRootID)
+	// Every container, the init containers included, runs as a non-root user with the runtime's seccomp profile,
+	// no privilege escalation and no capabilities.
+	assert.Equal(t, &securityContext{RunAsNonRoot: ptr(true), RunAsUser: &id, RunAsGroup: &id, FSGroup: &id,
+		SeccompProfile: &seccompProfile{Type: "RuntimeDefault"}}, sec.PodSecurityContext)
+	container := &securityContext{RunAsNonRoot: ptr(true), RunAsUser: &id, RunAsGroup: &id,
+		AllowPrivilegeEscalation: ptr(false), Capabilities: &capabilities{Drop: []string{"ALL"}}}
+	assert.Equal(t, container, sec.ContainerSecurityContext)
+	require.NotNil(t, got.ControlPlane.Distro)
+	assert.Equal(t, container, got.ControlPlane.Distro.K8s.SecurityContext, "the kubernetes init container too")
+}
+
+func TestVirtualClusterKeepsTheChartsSecurityUnderBaseline(t *testing.T) {
+	got := tenantValues(t, tenantArgs(func(a *VirtualClusterArgs) { a.PodSecurity = "baseline" }))
+	assert.Nil(t, got.ControlPlane, "the chart's defaults pass baseline")
+}
+
 func TestVirtualClusterKeepsChartDefaultsWhenUnset(t *testing.T) {
 	got := tenantValues(t, tenantArgs(nil))
 	assert.Nil(t, got.ControlPlane)
@@ -213,6 +246,7 @@ func TestNewVirtualClusterRejectsInvalidArgs(t *testing.T) {
 		{"server in clear text", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "http://team-a.example.com" }), "https URL"},
 		{"platform without key secret", tenantArgs(func(a *VirtualClusterArgs) { a.Platform = &PlatformConnection{Host: "p.example.com"} }),
 			"access key Secret"},
+		{"privileged pod security", tenantArgs(func(a *VirtualClusterArgs) { a.PodSecurity = "privileged" }), "virtualCluster.podSecurity"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &mocktest.Recorder{}

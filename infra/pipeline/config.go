@@ -25,13 +25,14 @@ const (
 	keyDRADriver     = "draDriver"
 	keyPlatform      = "platform"
 	keyVCluster      = "vcluster"
+	keyAdmission     = "admission"
 	keyAdminPassword = "platformAdminPassword"
 	keyLicenseToken  = "platformLicenseToken"
 	keyAccessKey     = "platformAccessKey"
 )
 
 var knownKeys = []string{keyCloud, keyGKE, keyScaleway, keyExisting, keyKubeconfig, keyGPUPools, keyGPUClasses,
-	keyTenants, keyDRADriver, keyPlatform, keyVCluster, keyAdminPassword, keyLicenseToken, keyAccessKey}
+	keyTenants, keyDRADriver, keyPlatform, keyVCluster, keyAdmission, keyAdminPassword, keyLicenseToken, keyAccessKey}
 
 // Clouds are the values of `gpu-tenancy:cloud`.
 var Clouds = []string{string(cluster.GKE), string(cluster.Scaleway), string(cluster.Existing)}
@@ -48,6 +49,7 @@ type Config struct {
 	DRADriver  DRADriverConfig
 	Platform   PlatformConfig
 	VCluster   vcluster.Settings
+	Admission  tenancy.AdmissionArgs
 	Secrets    Secrets
 }
 
@@ -100,6 +102,15 @@ func (c *Config) Grants() map[string][]string {
 		grants[t.Name] = t.Classes
 	}
 	return grants
+}
+
+// TenantNames lists the tenants in config order.
+func (c *Config) TenantNames() []string {
+	names := make([]string, len(c.Tenants))
+	for i, t := range c.Tenants {
+		names[i] = t.Name
+	}
+	return names
 }
 
 // GPUPools is what the chosen cloud's pools offer, built by that cloud's own contract function; pools with an

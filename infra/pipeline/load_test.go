@@ -310,6 +310,16 @@ func TestBadConfigs(t *testing.T) {
 			"gpu-tenancy:tenants[0].vcluster.storageClass", "RFC 1123"},
 		{"driver root on a cloud", goodGKE, func(tc testConfig) { tc["existing"] = obj{"driverRoot": "/opt/nvidia"} }, nil,
 			"gpu-tenancy:existing.driverRoot", "not used on cloud gke"},
+		{"privileged tenant", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["podSecurity"] = "privileged" }, nil,
+			"gpu-tenancy:tenants[0].podSecurity", `"baseline", "restricted"`},
+		{"platform namespace that is a tenant's", goodGKE, func(tc testConfig) {
+			tc["admission"] = obj{"platformNamespaces": list{"vcluster-legal-ai"}}
+		}, nil, "gpu-tenancy:admission.platformNamespaces[0]", "tenant host namespaces"},
+		{"tenant syncer as a claim status writer", goodGKE, func(tc testConfig) {
+			tc["admission"] = obj{"claimStatusWriters": list{"system:serviceaccount:vcluster-legal-ai:vc-legal-ai"}}
+		}, nil, "gpu-tenancy:admission.claimStatusWriters[0]", "never allocate devices themselves"},
+		{"unknown admission key", goodGKE, func(tc testConfig) { tc["admission"] = obj{"platformNamespace": list{"ml"}} }, nil,
+			"gpu-tenancy:admission.platformNamespace", `"platformNamespaces"`},
 		{"driver chart given twice", goodGKE, func(tc testConfig) {
 			tc["draDriver"] = obj{"chart": obj{"path": "./chart", "name": "dra"}}
 		}, nil, "gpu-tenancy:draDriver.chart.path", "not both"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
@@ -80,8 +81,16 @@ func build(ctx *pulumi.Context, cfg *Config, baseDir string) error {
 		// The platform proxies to each tenant's vCluster API.
 		shared.network.IngressFromNamespaces = []string{vcluster.DefaultPlatformNamespace}
 	}
-	shared.catalog, err = tenancy.NewCatalog(ctx, "gpu-catalog", &tenancy.CatalogArgs{Classes: cfg.GPUClasses, Grants: cfg.Grants()},
-		append(inCluster, pulumi.DependsOn(afterDriver))...)
+	admission := cfg.Admission
+	admission.ClaimStatusWriters = cl.ClaimStatusWriters
+	for _, w := range cfg.Admission.ClaimStatusWriters {
+		if !slices.Contains(admission.ClaimStatusWriters, w) {
+			admission.ClaimStatusWriters = append(admission.ClaimStatusWriters, w)
+		}
+	}
+	shared.catalog, err = tenancy.NewCatalog(ctx, "gpu-catalog", &tenancy.CatalogArgs{
+		Classes: cfg.GPUClasses, Grants: cfg.Grants(), Admission: admission,
+	}, append(inCluster, pulumi.DependsOn(afterDriver))...)
 	if err != nil {
 		return fmt.Errorf("creating the GPU catalog: %w", err)
 	}
@@ -130,6 +139,7 @@ func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantConfig, opts ...pu
 		KubeconfigServer:   s.vcluster.ServerFor(t.Name),
 		Platform:           s.platform,
 		Await:              s.vcluster.Awaits(),
+		PodSecurity:        tenant.PodSecurity,
 		// The quota and limit range must be in place before the vCluster's pods are admitted.
 	}, append(opts, pulumi.DependsOn(tenant.Admission))...)
 	if err != nil {

@@ -178,3 +178,29 @@ func TestProvidersKeepKubeconfigSecret(t *testing.T) {
 		assert.True(t, reg.Inputs["kubeconfig"].ContainsSecrets(), "provider %s kubeconfig must be secret", reg.Name)
 	}
 }
+
+func TestTenantPodSecurityReachesNamespaceAndVCluster(t *testing.T) {
+	rec, err := runStack(t, "gke-dev", map[string]string{"gpu-tenancy:tenants": `[{"name":"legal-ai","classes":["gpu-whole"],` +
+		`"gpuQuota":{"gpu-whole":1},"podSecurity":"restricted"},{"name":"research-ai","classes":["gpu-slice"],"gpuQuota":{"gpu-slice":1}}]`})
+	require.NoError(t, err)
+	for tenant, level := range map[string]string{"legal-ai": "restricted", "research-ai": "baseline"} {
+		ns, err := rec.Get("kubernetes:core/v1:Namespace", tenant+"-namespace")
+		require.NoError(t, err)
+		assert.Equal(t, level, ns.Inputs["metadata"].ObjectValue()["labels"].ObjectValue()["pod-security.kubernetes.io/enforce"].StringValue())
+		release, err := rec.Get("kubernetes:helm.sh/v3:Release", tenant)
+		require.NoError(t, err)
+		assert.Equal(t, level, release.Inputs["values"].ObjectValue()["policies"].ObjectValue()["podSecurityStandard"].StringValue())
+	}
+}
+
+func TestClaimStatusWritersAreTheClustersPlusTheStacks(t *testing.T) {
+	rec, err := runStack(t, "gke-dev", map[string]string{"gpu-tenancy:admission": `{"claimStatusWriters":["system:kube-scheduler","ops:claim-repair"]}`})
+	require.NoError(t, err)
+	policy, err := rec.Get("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy", "gpu-catalog-claim-status")
+	require.NoError(t, err)
+	validations := policy.Inputs["spec"].ObjectValue()["validations"].ArrayValue()
+	require.Len(t, validations, 1)
+	assert.Contains(t, validations[0].ObjectValue()["expression"].StringValue(),
+		"['system:kube-scheduler', 'system:serviceaccount:kube-system:resource-claim-controller', 'system:kube-controller-manager', 'ops:claim-repair']",
+		"the cluster's writers once each, then the stack's")
+}

@@ -45,6 +45,7 @@ func validate(c *Config) field.ErrorList {
 		}
 	}
 	errs = append(errs, c.VCluster.Validate(path(keyVCluster))...)
+	errs = append(errs, c.Admission.Validate(path(keyAdmission), c.TenantNames())...)
 	return errs
 }
 

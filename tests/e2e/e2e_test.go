@@ -126,8 +126,14 @@ func requireDenied(t *testing.T, err error, fragments ...string) {
 // eventually retries a check while admission policy and quota caches catch up with a change.
 func eventually(t *testing.T, ctx context.Context, check func() error) {
 	t.Helper()
+	within(t, ctx, 30*time.Second, check)
+}
+
+// within retries a check for at most d.
+func within(t *testing.T, ctx context.Context, d time.Duration, check func() error) {
+	t.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, d, true, func(context.Context) (bool, error) {
 		last = check()
 		return last == nil, nil
 	})
@@ -153,15 +159,20 @@ func TestLocalStack(t *testing.T) {
 	})
 
 	t.Run("the API server holds the platform's objects", func(t *testing.T) { checkObjects(t, ctx) })
+	t.Run("every policy type-checks on the API server", func(t *testing.T) { checkPoliciesTypeCheck(t, ctx) })
 	t.Run("entitlements hold", func(t *testing.T) { checkEntitlements(t, ctx) })
+	t.Run("pod security holds in tenant namespaces", func(t *testing.T) { checkPodSecurity(t, ctx) })
+	t.Run("the vCluster control plane is admitted under its tenant's level", func(t *testing.T) { checkVClusterAdmitted(t, ctx) })
+	t.Run("no GPU claim outside a tenant's own namespace", func(t *testing.T) { checkClaimsOutsideTenants(t, ctx) })
+	t.Run("every cloud metadata endpoint is blocked", func(t *testing.T) { checkMetadataBlocked(t, ctx) })
 	t.Run("device quotas hold and allocation is real", func(t *testing.T) { checkQuotaAndAllocation(t, ctx) })
+	t.Run("claim status cannot be forged", func(t *testing.T) { checkClaimStatusGuard(t, ctx) })
 	t.Run("the state holds no secret in plain text", func(t *testing.T) { checkState(t, env) })
 	t.Run("stack changes apply just that change", func(t *testing.T) { checkChanges(t, ctx, env) })
 
-	t.Run("destroy leaves the cluster as before", func(t *testing.T) {
+	destroy := func(t *testing.T) {
 		deleteProbes(t, ctx)
-		st := env.open(ctx, nil)
-		_, err := st.Destroy(ctx)
+		_, err := env.open(ctx, nil).Destroy(ctx)
 		require.NoError(t, err)
 		eventually(t, ctx, func() error {
 			if after := snapshot(t, ctx); !assert.ObjectsAreEqual(before, after) {
@@ -169,7 +180,10 @@ func TestLocalStack(t *testing.T) {
 			}
 			return nil
 		})
-	})
+	}
+	t.Run("destroy leaves the cluster as before", destroy)
+	t.Run("grants hold after destroy and up, revocation and re-creation", func(t *testing.T) { checkGrantLifecycle(t, ctx, env) })
+	t.Run("destroy again leaves the cluster as before", destroy)
 }
 
 func checkObjects(t *testing.T, ctx context.Context) {
@@ -203,19 +217,7 @@ func checkObjects(t *testing.T, ctx context.Context) {
 		assert.NotEmpty(t, lrs.Items, "limit range of %s", tenant)
 		nps, err := client.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
-		blocksMetadata := false
-		for _, np := range nps.Items {
-			for _, eg := range np.Spec.Egress {
-				for _, to := range eg.To {
-					if to.IPBlock != nil {
-						for _, ex := range to.IPBlock.Except {
-							blocksMetadata = blocksMetadata || ex == "169.254.169.254/32"
-						}
-					}
-				}
-			}
-		}
-		assert.True(t, blocksMetadata, "network policies of %s must block the metadata endpoint", tenant)
+		assert.Len(t, nps.Items, 4, "deny-all, same namespace, DNS and internet egress of %s", tenant)
 		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, naming.EntitlementPolicy(tenant), metav1.GetOptions{})
 		assert.NoError(t, err, "entitlement binding of %s", tenant)
 		// The vCluster release's objects: its control plane StatefulSet and the release record.
@@ -225,8 +227,13 @@ func checkObjects(t *testing.T, ctx context.Context) {
 		require.NoError(t, err)
 		assert.NotEmpty(t, secrets.Items, "helm release record of %s", tenant)
 	}
-	_, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, tenancy.EntitlementPolicyName, metav1.GetOptions{})
-	assert.NoError(t, err)
+	for _, name := range []string{naming.EntitlementPolicy(legal), naming.EntitlementPolicy(research), tenancy.ClaimNamespacePolicy,
+		tenancy.ClaimStatusPolicy, tenancy.NamespaceLabelPolicy, tenancy.RuntimeEnvPolicy, tenancy.RuntimeEnvKeysPolicy, tenancy.ExtendedResourcePolicy} {
+		_, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+		assert.NoError(t, err, "policy %s", name)
+		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
+		assert.NoError(t, err, "binding %s", name)
+	}
 }
 
 func checkEntitlements(t *testing.T, ctx context.Context) {
@@ -409,7 +416,8 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		changes := *res.Summary.ResourceChanges
 		assert.Zero(t, changes["delete"]+changes["replace"], "%v", changes)
 		assert.Positive(t, changes["create"])
-		assert.Equal(t, 1, changes["update"], "only the gpu-slice DeviceClass gains a grant label: %v", changes)
+		// The gpu-slice DeviceClass gains a grant label, and the catalog's claim guard learns the new tenant.
+		assert.Equal(t, 2, changes["update"], "%v", changes)
 		dc, err := client.ResourceV1().DeviceClasses().Get(ctx, slice, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, "true", dc.Labels[naming.ClassTenantLabel("audit-ai")])
@@ -460,8 +468,8 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		})
 		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, naming.EntitlementPolicy("audit-ai"), metav1.GetOptions{})
 		assert.True(t, apierrors.IsNotFound(err), "binding of audit-ai: %v", err)
-		_, err = client.CoreV1().ConfigMaps(tenancy.SystemNamespace).Get(ctx, tenancy.GrantsConfigMap("audit-ai"), metav1.GetOptions{})
-		assert.True(t, apierrors.IsNotFound(err), "grants of audit-ai: %v", err)
+		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, naming.EntitlementPolicy("audit-ai"), metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "policy of audit-ai: %v", err)
 		for _, class := range []string{whole, slice} {
 			dc, err := client.ResourceV1().DeviceClasses().Get(ctx, class, metav1.GetOptions{})
 			require.NoError(t, err)

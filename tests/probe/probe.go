@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 )
 
 // Connect builds a client from a kubeconfig file.
@@ -68,7 +69,7 @@ func ClaimTemplate(namespace, name string, r Request) *resourcev1.ResourceClaimT
 }
 
 // Pod is a GPU workload using a claim (claimName) or a claim template (templateName); it tolerates the GPU taint, as
-// a tenant's synced pods do.
+// a tenant's synced pods do, and passes the restricted Pod Security Standard, as a tenant's pods must.
 func Pod(namespace, name, claimName, templateName string) *corev1.Pod {
 	rc := corev1.PodResourceClaim{Name: "gpu"}
 	if claimName != "" {
@@ -81,14 +82,29 @@ func Pod(namespace, name, claimName, templateName string) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name: "cuda", Image: "nvcr.io/nvidia/cuda:12.9.0-base-ubuntu24.04", Command: []string{"nvidia-smi", "-L"},
-				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}},
+				Resources:       corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}},
+				SecurityContext: RestrictedContainer(),
 			}},
-			ResourceClaims: []corev1.PodResourceClaim{rc},
+			SecurityContext: RestrictedPod(),
+			ResourceClaims:  []corev1.PodResourceClaim{rc},
 			Tolerations: []corev1.Toleration{{
 				Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
 			}},
 		},
 	}
+}
+
+// RestrictedPod and RestrictedContainer are the security contexts the restricted Pod Security Standard asks for
+// (https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted).
+func RestrictedPod() *corev1.PodSecurityContext {
+	uid := int64(1000)
+	return &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: &uid,
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+}
+
+func RestrictedContainer() *corev1.SecurityContext {
+	return &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
 }
 
 // Run creates a claim for one device of class and a pod using it, both named name.
