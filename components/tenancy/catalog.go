@@ -52,6 +52,7 @@ type Catalog struct {
 // Validate checks the classes, that every grant names a class of the catalog, and the admission settings.
 func (a *CatalogArgs) Validate(path *field.Path) field.ErrorList {
 	errs := ValidateClasses(path.Child("classes"), a.Classes)
+	errs = append(errs, ValidateClassOwners(path.Child("classes"), a.Classes, a.Grants)...)
 	for _, tenant := range slices.Sorted(maps.Keys(a.Grants)) {
 		tp := path.Child("grants").Key(tenant)
 		errs = append(errs, ValidateTenantName(tp, tenant)...)
@@ -108,6 +109,23 @@ func ValidateGrant(path *field.Path, granted []string, classes []GPUClass) field
 			errs = append(errs, field.NotSupported(path.Index(j), class, names))
 		case slices.Contains(granted[:j], class):
 			errs = append(errs, field.Duplicate(path.Index(j), class))
+		}
+	}
+	return errs
+}
+
+// ValidateClassOwners checks that each class (at path[i]) is granted to a tenant or marked platformOnly, never both.
+func ValidateClassOwners(path *field.Path, classes []GPUClass, grants map[string][]string) field.ErrorList {
+	var errs field.ErrorList
+	for i, c := range classes {
+		tenants := tenantsOf(grants, c.Name)
+		switch {
+		case c.PlatformOnly && len(tenants) > 0:
+			errs = append(errs, field.Invalid(path.Index(i).Child("platformOnly"), true, fmt.Sprintf(
+				"class %s is granted to %s: a platform-only class is granted to no tenant", c.Name, strings.Join(tenants, ", "))))
+		case !c.PlatformOnly && len(tenants) == 0:
+			errs = append(errs, field.Required(path.Index(i), fmt.Sprintf(
+				"class %s is granted to no tenant: grant it to one, or mark it platformOnly: true for platform namespaces", c.Name)))
 		}
 	}
 	return errs
@@ -179,11 +197,15 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 	return c, nil
 }
 
-// newDeviceClass creates a class's DeviceClass, labelled for each granted tenant so its vCluster syncs it.
+// newDeviceClass creates a class's DeviceClass, labelled for each granted tenant so its vCluster syncs it, or as
+// platform-only.
 func newDeviceClass(ctx *pulumi.Context, name string, class GPUClass, tenants []string, parent pulumi.Resource) (*resourcev1.DeviceClass, error) {
 	grants := map[string]string{}
 	for _, t := range tenants {
 		grants[naming.ClassTenantLabel(t)] = "true"
+	}
+	if class.PlatformOnly {
+		grants[naming.PlatformOnlyLabel] = "true"
 	}
 	dc, err := resourcev1.NewDeviceClass(ctx, name+"-"+class.Name, &resourcev1.DeviceClassArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(class.Name), Labels: managedLabels(grants)},

@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,6 +58,11 @@ func tryPlatform(classes []GPUClass, tenants ...TenantArgs) (*mocktest.Recorder,
 	for _, t := range tenants {
 		grants[t.Name] = t.Classes
 	}
+	// A class the test grants to no tenant is the platform's.
+	classes = slices.Clone(classes)
+	for i, c := range classes {
+		classes[i].PlatformOnly = len(tenantsOf(grants, c.Name)) == 0
+	}
 	err := mocktest.Run("test", func(ctx *pulumi.Context) error {
 		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: classes, Grants: grants, Admission: testAdmission})
 		if err != nil {
@@ -110,6 +116,10 @@ func TestCatalogDeviceClasses(t *testing.T) {
 	rec := runPlatform(t, testClasses, teamA(), teamB())
 	require.Len(t, rec.ByType(deviceClassType), len(testClasses))
 	granted := map[string][]string{"a100": {"team-a"}, "a100-1g.5gb": {"team-a", "team-b"}, "l4": {"team-b"}}
+	t.Run("a class granted to no tenant is platform-only", func(t *testing.T) {
+		dc := decode[resourceapi.DeviceClass](t, get(t, runPlatform(t, testClasses, teamA()), deviceClassType, "gpus-l4"))
+		assert.Equal(t, map[string]string{naming.ManagedByLabel: naming.ManagedBy, naming.PlatformOnlyLabel: "true"}, dc.Labels)
+	})
 	for _, class := range testClasses {
 		t.Run(class.Name, func(t *testing.T) {
 			dc := child[resourceapi.DeviceClass](t, rec, deviceClassType, "gpus-"+class.Name, catalogType)
@@ -179,7 +189,7 @@ func TestCatalogGuards(t *testing.T) {
 func TestCatalogGuardsWithoutPlatformNamespacesBindEveryNamespace(t *testing.T) {
 	rec := &mocktest.Recorder{}
 	require.NoError(t, mocktest.Run("test", func(ctx *pulumi.Context) error {
-		_, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: testClasses,
+		_, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: []GPUClass{{Name: "a100", Device: WholeGPU, PlatformOnly: true}},
 			Admission: AdmissionArgs{ClaimStatusWriters: cluster.StandardClaimStatusWriters}})
 		return err
 	}, rec))
@@ -255,9 +265,36 @@ func TestAdmissionArgsValidate(t *testing.T) {
 	}
 }
 
+func TestValidateClassOwners(t *testing.T) {
+	classes := []GPUClass{{Name: "a100"}, {Name: "l4"}, {Name: "h100", PlatformOnly: true}}
+	tests := []struct {
+		name     string
+		grants   map[string][]string
+		platform bool
+		wantPath string
+		want     string
+	}{
+		{"every class has an owner", map[string][]string{"team-a": {"a100", "l4"}}, false, "", ""},
+		{"a class granted to no tenant", map[string][]string{"team-a": {"a100"}}, false, "classes[1]", "grant it to one, or mark it platformOnly"},
+		{"a platform-only class granted", map[string][]string{"team-a": {"a100", "l4", "h100"}}, false, "classes[2].platformOnly", "granted to team-a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := ValidateClassOwners(field.NewPath("classes"), classes, tt.grants)
+			if tt.wantPath == "" {
+				assert.Empty(t, errs)
+				return
+			}
+			require.Len(t, errs, 1)
+			assert.Equal(t, tt.wantPath, errs[0].Field)
+			assert.Contains(t, errs[0].Error(), tt.want)
+		})
+	}
+}
+
 func TestCatalogNeedsClaimStatusWriters(t *testing.T) {
 	err := mocktest.Run("test", func(ctx *pulumi.Context) error {
-		_, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: testClasses})
+		_, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: []GPUClass{{Name: "a100", Device: WholeGPU, PlatformOnly: true}}})
 		return err
 	}, &mocktest.Recorder{})
 	assert.ErrorContains(t, err, "catalog.admission.claimStatusWriters: Required value")

@@ -40,6 +40,9 @@ type GPUClass struct {
 	Product string `json:"product"`
 	// ExtraCEL is an optional further selector over `device`, ANDed with the generated one.
 	ExtraCEL string `json:"extraCEL"`
+	// PlatformOnly marks a class granted to no tenant, for the platform's own namespaces; every other class must be
+	// granted to at least one tenant, so no DeviceClass of the catalog is left without an owner.
+	PlatformOnly bool `json:"platformOnly"`
 }
 
 var (

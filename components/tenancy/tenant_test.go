@@ -188,8 +188,8 @@ func TestTenantOutputs(t *testing.T) {
 	got := make(chan outputs, 1)
 	err := mocktest.Run("test", func(ctx *pulumi.Context) error {
 		args := teamB()
-		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: testClasses, Grants: map[string][]string{"team-b": args.Classes},
-			Admission: testAdmission})
+		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: testClasses[1:],
+			Grants: map[string][]string{"team-b": args.Classes}, Admission: testAdmission})
 		if err != nil {
 			return err
 		}

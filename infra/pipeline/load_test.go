@@ -310,6 +310,13 @@ func TestBadConfigs(t *testing.T) {
 			"gpu-tenancy:tenants[0].vcluster.storageClass", "RFC 1123"},
 		{"driver root on a cloud", goodGKE, func(tc testConfig) { tc["existing"] = obj{"driverRoot": "/opt/nvidia"} }, nil,
 			"gpu-tenancy:existing.driverRoot", "not used on cloud gke"},
+		{"class granted to no tenant", goodGKE, func(tc testConfig) {
+			at(tc, "tenants", 1)["classes"] = list{"gpu-whole"}
+			at(tc, "tenants", 1)["gpuQuota"] = obj{"gpu-whole": 1}
+		}, nil,
+			"gpu-tenancy:gpuClasses[1]", "mark it platformOnly"},
+		{"platform-only class granted", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["platformOnly"] = true }, nil,
+			"gpu-tenancy:gpuClasses[0].platformOnly", "granted to legal-ai"},
 		{"privileged tenant", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["podSecurity"] = "privileged" }, nil,
 			"gpu-tenancy:tenants[0].podSecurity", `"baseline", "restricted"`},
 		{"platform namespace that is a tenant's", goodGKE, func(tc testConfig) {

@@ -33,6 +33,7 @@ func validate(c *Config) field.ErrorList {
 			fmt.Sprintf("is not used on cloud %s (given %s)", c.Cloud, c.Existing.DriverRoot)))
 	}
 	errs = append(errs, tenancy.ValidateClasses(path(keyGPUClasses), c.GPUClasses)...)
+	errs = append(errs, tenancy.ValidateClassOwners(path(keyGPUClasses), c.GPUClasses, c.Grants())...)
 	errs = append(errs, validateClassesHavePools(c)...)
 	errs = append(errs, validateTenants(c)...)
 	errs = append(errs, c.DRADriver.Validate(path(keyDRADriver))...)
