@@ -201,4 +201,14 @@ else
 	echo "build-tools: vCluster chart up to date"
 fi
 
+# --- kube-state-metrics and promql-eval (alert rules) ----------------------------------------
+# kube-state-metrics at the release the monitoring component deploys, for the end-to-end alert test, and
+# promql-eval, which runs the alert rules through Prometheus's rule evaluator for the rule tests. Separate
+# modules: both require k8s.io modules newer than the product's v0.34. The version variables are the ones
+# kube-state-metrics' own Makefile sets (k8s.io/kube-state-metrics/v2@v2.20.0 Makefile).
+KSM_VERSION=v2.20.0
+build kube-state-metrics "$MODS/kube-state-metrics" "$BIN" \
+	"-X github.com/prometheus/common/version.Version=$KSM_VERSION -X k8s.io/kube-state-metrics/v2/pkg/app.ClientGoVersion=$(required_version "$MODS/kube-state-metrics" k8s.io/client-go)" .
+build promql-eval "$MODS/promql-eval" "$BIN" "" .
+
 echo "build-tools: done: $BIN"

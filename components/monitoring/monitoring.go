@@ -1,0 +1,301 @@
+// Package monitoring provisions the platform's alerts with `up`: kube-state-metrics (v2.20.0 or later, for
+// kube_pod_resourceclaim_info), scrapes of it and of the NVIDIA DRA kubelet plugin, and the alert rules of package
+// rules, rendered for the cluster's flavour. On prometheus-operator clusters (Scaleway, existing) they become a
+// PrometheusRule and PodMonitors; on GKE, Managed Service for Prometheus ClusterPodMonitorings and one Cloud
+// Monitoring alert policy per rule, with the same PromQL.
+package monitoring
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/pulumi/pulumi-gcp/sdk/v8/go/gcp/monitoring"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
+	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// DefaultDriverNamespace is where the NVIDIA DRA driver runs unless told otherwise (components/dra DefaultNamespace).
+const DefaultDriverNamespace = "dra-driver-nvidia-gpu"
+
+// maxScope keeps the job names, which also name Kubernetes objects and Cloud Monitoring labels, within 63 characters.
+const maxScope = 63 - len("gpu-tenancy--dra-kubelet-plugin")
+
+// MonitoringArgs configure the alerts of one cluster.
+type MonitoringArgs struct {
+	// Spec is the stack config; it must pass Spec.Validate. Whether to call NewMonitoring at all is Spec.EnabledFor.
+	Spec Spec
+	// Flavour picks the renderer: GKE gets Managed Service for Prometheus and Cloud Monitoring, the others
+	// prometheus-operator objects.
+	Flavour cluster.Flavour
+	// Project is the GCP project of the alert policies; required on GKE.
+	Project string
+	// DriverNamespace is where the DRA kubelet plugin runs; default DefaultDriverNamespace.
+	DriverNamespace string
+	// Scope tells this cluster's scrape jobs from other clusters' in a shared metrics store (all GKE clusters of a
+	// project share Cloud Monitoring); default the stack name, lower-cased to a DNS label.
+	Scope string
+}
+
+// Monitoring is the installed alerting.
+type Monitoring struct {
+	pulumi.ResourceState
+
+	// Namespace holds kube-state-metrics.
+	Namespace pulumi.StringOutput
+	// KubeStateMetrics is its Helm release.
+	KubeStateMetrics *helmv3.Release
+	// Jobs are the scrape jobs the rules read.
+	Jobs rules.Jobs
+	// Rules are the rules as rendered.
+	Rules []rules.Rule
+	// AlertPolicies are the Cloud Monitoring policies, one per rule, on GKE only.
+	AlertPolicies []*monitoring.AlertPolicy
+}
+
+var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// defaultScope turns a stack name into a DNS label.
+func defaultScope(stack string) string {
+	s := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(stack), "-"), "-")
+	if len(s) > maxScope {
+		s = strings.TrimRight(s[:maxScope], "-")
+	}
+	return s
+}
+
+type resolved struct {
+	spec            Spec
+	namespace       string
+	driverNamespace string
+	scope           string
+	chart           helmchart.Chart
+	imageTag        string
+}
+
+func (a *MonitoringArgs) resolve(stack string) (*resolved, error) {
+	var errs []error
+	for _, e := range a.Spec.ValidateFor(field.NewPath("monitoring"), a.Flavour) {
+		errs = append(errs, e)
+	}
+	if a.DriverNamespace != "" {
+		for _, msg := range validation.IsDNS1123Label(a.DriverNamespace) {
+			errs = append(errs, fmt.Errorf("driver namespace %q: %s", a.DriverNamespace, msg))
+		}
+	}
+	switch a.Flavour {
+	case cluster.GKE:
+		if a.Project == "" {
+			errs = append(errs, errors.New("project is required on GKE: the alert policies live in a GCP project"))
+		}
+	case cluster.Scaleway, cluster.Existing:
+	default:
+		errs = append(errs, fmt.Errorf("flavour %q is not one of %q, %q, %q", a.Flavour, cluster.GKE, cluster.Scaleway, cluster.Existing))
+	}
+	cfg := &resolved{
+		spec: a.Spec, namespace: a.Spec.Namespace, driverNamespace: a.DriverNamespace, scope: a.Scope,
+		chart: a.Spec.KubeStateMetrics.Chart, imageTag: a.Spec.KubeStateMetrics.ImageTag,
+	}
+	if cfg.namespace == "" {
+		cfg.namespace = DefaultNamespace
+	}
+	if cfg.driverNamespace == "" {
+		cfg.driverNamespace = DefaultDriverNamespace
+	}
+	if cfg.scope == "" {
+		cfg.scope = defaultScope(stack)
+	}
+	if cfg.scope != defaultScope(cfg.scope) || len(cfg.scope) > maxScope {
+		errs = append(errs, fmt.Errorf("scope %q: must be a DNS label of at most %d characters", cfg.scope, maxScope))
+	}
+	if cfg.chart == (helmchart.Chart{}) {
+		cfg.chart = DefaultKubeStateMetricsChart
+	}
+	if cfg.imageTag == "" {
+		cfg.imageTag = rules.KubeStateMetricsVersion
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// NewMonitoring installs kube-state-metrics, the scrapes and the alerts for the flavour. opts carry the cluster's
+// kubernetes provider, which the children inherit (cluster.Cluster.ResourceOptions). GCP alert policies use the
+// default (or a passed) gcp provider and are never deleted with the cluster: they live in the project and would
+// otherwise be left behind when the cluster is destroyed.
+func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts ...pulumi.ResourceOption) (*Monitoring, error) {
+	if args == nil {
+		return nil, errors.New("creating monitoring: args are required")
+	}
+	cfg, err := args.resolve(ctx.Stack())
+	if err != nil {
+		return nil, fmt.Errorf("creating monitoring %q: %w", name, err)
+	}
+	m := &Monitoring{Jobs: rules.JobsFor(cfg.scope)}
+	m.Rules = rules.Rules(cfg.spec.params(m.Jobs))
+	opts = append(opts, pulumi.Transformations([]pulumi.ResourceTransformation{outliveCluster}))
+	if err := ctx.RegisterComponentResource("gpu-tenancy:monitoring:Monitoring", name, m, opts...); err != nil {
+		return nil, fmt.Errorf("registering monitoring %q: %w", name, err)
+	}
+
+	ns, err := corev1.NewNamespace(ctx, name+"-namespace", &corev1.NamespaceArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(cfg.namespace), Labels: managedLabels(nil)},
+	}, pulumi.Parent(m))
+	if err != nil {
+		return nil, fmt.Errorf("creating monitoring namespace %q: %w", cfg.namespace, err)
+	}
+	vals, err := helmchart.Values(chartValues(rules.KubeStateMetrics(m.Rules), cfg.imageTag))
+	if err != nil {
+		return nil, fmt.Errorf("creating kube-state-metrics release: %w", err)
+	}
+	releaseArgs := cfg.chart.ReleaseArgs(KubeStateMetricsRelease, cfg.namespace)
+	releaseArgs.Values = vals
+	release, err := helmv3.NewRelease(ctx, name+"-kube-state-metrics", releaseArgs, pulumi.Parent(m), pulumi.DependsOn([]pulumi.Resource{ns}))
+	if err != nil {
+		return nil, fmt.Errorf("creating kube-state-metrics release %q: %w", KubeStateMetricsRelease, err)
+	}
+
+	outputs := pulumi.Map{"namespace": ns.Metadata.Name().Elem(), "kubeStateMetrics": release.Name}
+	switch args.Flavour {
+	case cluster.GKE:
+		if err := m.renderGKE(ctx, name, cfg, args.Project); err != nil {
+			return nil, err
+		}
+		var names pulumi.StringArray
+		for _, p := range m.AlertPolicies {
+			names = append(names, p.Name)
+		}
+		outputs["alertPolicies"] = names
+	default:
+		if err := m.renderOperator(ctx, name, cfg, ns); err != nil {
+			return nil, err
+		}
+	}
+
+	m.Namespace = ns.Metadata.Name().Elem()
+	m.KubeStateMetrics = release
+	if err := ctx.RegisterResourceOutputs(m, outputs); err != nil {
+		return nil, fmt.Errorf("registering monitoring %q outputs: %w", name, err)
+	}
+	return m, nil
+}
+
+// outliveCluster keeps alert policies from being deleted with the cluster. A transformation of the component runs
+// after those it was given (pulumi sdk v3.274.1 go/pulumi/context.go applyTransformations: own, then the parent's),
+// and the option set it returns replaces theirs, so the DeletedWith that cluster.Cluster.ResourceOptions adds to
+// in-cluster objects is undone for these alone.
+func outliveCluster(args *pulumi.ResourceTransformationArgs) *pulumi.ResourceTransformationResult {
+	if _, ok := args.Resource.(*monitoring.AlertPolicy); !ok {
+		return nil
+	}
+	return &pulumi.ResourceTransformationResult{Props: args.Props, Opts: append(args.Opts, pulumi.DeletedWith(nil))}
+}
+
+func managedLabels(extra map[string]string) pulumi.StringMap {
+	l := pulumi.StringMap{naming.ManagedByLabel: pulumi.String(naming.ManagedBy)}
+	for k, v := range extra {
+		l[k] = pulumi.String(v)
+	}
+	return l
+}
+
+// untyped turns a typed spec into the map a CustomResource carries; JSON tags spell each field once.
+func untyped(v any) (map[string]any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(raw, &m)
+}
+
+type customResource struct {
+	resource, apiVersion, kind, objectName string
+	namespace                              pulumi.StringInput
+	labels                                 map[string]string
+	spec                                   any
+}
+
+func (m *Monitoring) newCustomResource(ctx *pulumi.Context, c customResource) error {
+	spec, err := untyped(c.spec)
+	if err != nil {
+		return fmt.Errorf("encoding %s %q: %w", c.kind, c.objectName, err)
+	}
+	meta := &metav1.ObjectMetaArgs{Name: pulumi.String(c.objectName), Labels: managedLabels(c.labels)}
+	if c.namespace != nil {
+		meta.Namespace = c.namespace
+	}
+	_, err = apiextensions.NewCustomResource(ctx, c.resource, &apiextensions.CustomResourceArgs{
+		ApiVersion: pulumi.String(c.apiVersion), Kind: pulumi.String(c.kind), Metadata: meta,
+		OtherFields: kubernetes.UntypedArgs{"spec": spec},
+	}, pulumi.Parent(m))
+	if err != nil {
+		return fmt.Errorf("creating %s %q: %w", c.kind, c.objectName, err)
+	}
+	return nil
+}
+
+// renderOperator writes the rules as a PrometheusRule and the scrapes as PodMonitors.
+func (m *Monitoring) renderOperator(ctx *pulumi.Context, name string, cfg *resolved, ns *corev1.Namespace) error {
+	namespace := ns.Metadata.Name().Elem()
+	labels := cfg.spec.PrometheusOperator.Labels
+	for _, c := range []customResource{
+		{name + "-kube-state-metrics", operatorAPIVersion, podMonitorKind, m.Jobs.KubeStateMetrics, namespace, labels,
+			kubeStateMetricsPodMonitor(cfg.namespace, m.Jobs)},
+		{name + "-dra-kubelet-plugin", operatorAPIVersion, podMonitorKind, m.Jobs.KubeletPlugin, namespace, labels,
+			kubeletPluginPodMonitor(cfg.driverNamespace, m.Jobs)},
+		{name + "-rules", operatorAPIVersion, prometheusRuleKind, PrometheusRuleName, namespace, labels,
+			prometheusRuleSpec{Groups: rules.Groups(m.Rules)}},
+	} {
+		if err := m.newCustomResource(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// renderGKE writes the scrapes as ClusterPodMonitorings and each rule as a Cloud Monitoring alert policy.
+func (m *Monitoring) renderGKE(ctx *pulumi.Context, name string, cfg *resolved, project string) error {
+	for _, c := range []customResource{
+		{name + "-kube-state-metrics", gmpAPIVersion, clusterPodMonitoringKind, m.Jobs.KubeStateMetrics, nil, nil,
+			kubeStateMetricsClusterPodMonitoring()},
+		{name + "-dra-kubelet-plugin", gmpAPIVersion, clusterPodMonitoringKind, m.Jobs.KubeletPlugin, nil, nil,
+			kubeletPluginClusterPodMonitoring()},
+	} {
+		if err := m.newCustomResource(ctx, c); err != nil {
+			return err
+		}
+	}
+	prefix := "gpu-tenancy " + cfg.scope + ": "
+	userLabels := map[string]string{"managed-by": naming.ManagedBy, "gpu-tenancy-scope": cfg.scope}
+	for _, r := range m.Rules {
+		policy, err := monitoring.NewAlertPolicy(ctx, name+"-"+kebab(r.Name),
+			alertPolicyArgs(r, project, prefix, cfg.spec.GKE.NotificationChannels, userLabels), pulumi.Parent(m))
+		if err != nil {
+			return fmt.Errorf("creating alert policy %q: %w", r.Name, err)
+		}
+		m.AlertPolicies = append(m.AlertPolicies, policy)
+	}
+	return nil
+}
+
+var (
+	wordAfterLower   = regexp.MustCompile(`([a-z0-9])([A-Z])`)
+	wordAfterAcronym = regexp.MustCompile(`([A-Z]+)([A-Z][a-z])`)
+)
+
+// kebab writes an alert name (DRAClaimPendingTooLong) as a resource name (dra-claim-pending-too-long).
+func kebab(s string) string {
+	s = wordAfterLower.ReplaceAllString(s, "$1-$2")
+	return strings.ToLower(wordAfterAcronym.ReplaceAllString(s, "$1-$2"))
+}

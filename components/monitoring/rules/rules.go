@@ -1,0 +1,227 @@
+// Package rules defines the platform's alert rules once, as data: their PromQL, hold time, severity and texts, and
+// what kube-state-metrics must expose for them. The monitoring component renders them for each flavour (a
+// prometheus-operator PrometheusRule, or Cloud Monitoring alert policies on GKE); tests evaluate the same values
+// with Prometheus's engine. It imports no Pulumi SDK, so the end-to-end tests and small programs can use it cheaply.
+package rules
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+)
+
+// Severity ranks an alert; it is the `severity` label of every alert.
+type Severity string
+
+const (
+	Critical Severity = "critical"
+	Warning  Severity = "warning"
+	Info     Severity = "info"
+)
+
+// Alert names.
+const (
+	ClaimPendingTooLong     = "DRAClaimPendingTooLong"
+	TenantQuotaExhausted    = "TenantGPUQuotaExhausted"
+	KubeletPluginPrepareErr = "DRAKubeletPluginPrepareErrors"
+	KubeletPluginNotRunning = "DRAKubeletPluginNotRunning"
+)
+
+// GroupName is the rule group every rule belongs to (a PrometheusRule group, a Cloud Monitoring rule group).
+const GroupName = "gpu-tenancy-dra"
+
+// Labels the rules write on their alerts.
+const (
+	TenantLabel = "tenant"
+	ClassLabel  = "class"
+	PoolLabel   = "pool"
+)
+
+// Label names kube-state-metrics gives allowlisted Kubernetes labels: "label_" and the key with every character
+// outside [a-zA-Z0-9_] replaced by "_", then snake-cased, which leaves these lower-case keys as they are
+// (k8s.io/kube-state-metrics/v2@v2.20.0 internal/store/utils.go labelName, SanitizeLabelName).
+var (
+	namespaceTenantLabel = "label_" + sanitize(naming.TenantNamespaceLabel)
+	nodePoolLabel        = "label_" + sanitize(naming.PoolLabel)
+	pluginComponentLabel = "label_" + sanitize(KubeletPluginComponentLabel)
+)
+
+// The NVIDIA DRA driver chart labels its kubelet-plugin pods with this key and value, independent of the release name
+// (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0 deployments/helm/dra-driver-nvidia-gpu/templates/kubeletplugin.yaml).
+const (
+	KubeletPluginComponentLabel = "nvidia-dra-driver-gpu-component"
+	KubeletPluginComponent      = "kubelet-plugin"
+)
+
+var invalidLabelChars = regexp.MustCompile(`[^a-zA-Z0-9_]`)
+
+func sanitize(key string) string { return invalidLabelChars.ReplaceAllString(key, "_") }
+
+// Jobs are the `job` labels of the two scrapes the rules read. Every selector names its job, so that another
+// kube-state-metrics in the same Prometheus (kube-prometheus-stack's, GKE's managed one) or another cluster writing
+// to the same Cloud Monitoring project never doubles a series: a join over doubled series fails the whole rule.
+type Jobs struct {
+	KubeStateMetrics string
+	KubeletPlugin    string
+}
+
+// JobsFor names the jobs of one platform instance; scope tells apart clusters that share a metrics store.
+func JobsFor(scope string) Jobs {
+	prefix := "gpu-tenancy-"
+	if scope != "" {
+		prefix += scope + "-"
+	}
+	return Jobs{KubeStateMetrics: prefix + "kube-state-metrics", KubeletPlugin: prefix + "dra-kubelet-plugin"}
+}
+
+// Params are the thresholds a stack may change.
+type Params struct {
+	// PendingClaimAfter is how long a pod may wait for its claims before DRAClaimPendingTooLong fires.
+	PendingClaimAfter time.Duration
+	// QuotaExhaustedFor is how long a tenant must sit at a class's device quota before TenantGPUQuotaExhausted fires.
+	QuotaExhaustedFor time.Duration
+	Jobs              Jobs
+}
+
+// Defaults of Params.
+const (
+	DefaultPendingClaimAfter = 15 * time.Minute
+	DefaultQuotaExhaustedFor = 30 * time.Minute
+)
+
+// DefaultParams are the thresholds with the default job names.
+func DefaultParams() Params {
+	return Params{PendingClaimAfter: DefaultPendingClaimAfter, QuotaExhaustedFor: DefaultQuotaExhaustedFor, Jobs: JobsFor("")}
+}
+
+// Rule is one alerting rule.
+type Rule struct {
+	Name string
+	Expr string
+	// For is how long the expression must hold before the alert fires.
+	For      time.Duration
+	Severity Severity
+	// Summary and Description are Prometheus templates that refer to alert labels only, as {{ $labels.<name> }};
+	// renderers for other alerting systems translate exactly that form.
+	Summary     string
+	Description string
+	// Runbook is the first thing to do.
+	Runbook string
+	// Metrics are the metric names Expr reads, sorted; they bound what the scrapes must keep.
+	Metrics []string
+}
+
+// Rules returns the alert rules for p. Zero thresholds take their defaults; jobs must be set.
+func Rules(p Params) []Rule {
+	if p.PendingClaimAfter == 0 {
+		p.PendingClaimAfter = DefaultPendingClaimAfter
+	}
+	if p.QuotaExhaustedFor == 0 {
+		p.QuotaExhaustedFor = DefaultQuotaExhaustedFor
+	}
+	ksm := func(metric string, matchers ...string) string {
+		return selector(metric, append([]string{`job="` + p.Jobs.KubeStateMetrics + `"`}, matchers...)...)
+	}
+	// The tenant of a namespace, as label `tenant`; namespaces without the tenant label keep none. Deduplicated so
+	// that two scrapes of one namespace (a restarted kube-state-metrics pod, for one lookback) cannot fail the join.
+	tenantJoin := fmt.Sprintf(`* on (namespace) group_left (%s) max by (namespace, %s) (label_replace(%s, "%s", "$1", "%s", "(.+)"))`,
+		TenantLabel, TenantLabel, ksm("kube_namespace_labels"), TenantLabel, namespaceTenantLabel)
+	deviceKeys := `resource=~"` + promString(".+"+regexp.QuoteMeta(naming.DeviceQuotaSuffix)) + `"`
+
+	return []Rule{
+		{
+			Name: ClaimPendingTooLong,
+			// A pod that references a ResourceClaim and that the scheduler has marked unschedulable waits for its claims:
+			// DRA allocates in the scheduler's DynamicResources plugin, so a claim that cannot be allocated keeps its
+			// pod unscheduled (https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/).
+			// The wait is measured from the pod's creation timestamp, not with `for`, so that a restarted evaluator
+			// fires at once instead of starting the hold time over.
+			Expr: fmt.Sprintf(`(time() - max by (namespace, pod, uid) (%s)) * on (namespace, pod, uid) (max by (namespace, pod, uid) (%s) == 1) `+
+				`* on (namespace, pod, uid) group_right () max by (namespace, pod, uid, claim_name, resourceclaim_name, resourceclaim_template_name) (%s) `+
+				`%s > %s`,
+				ksm("kube_pod_created"), ksm("kube_pod_status_scheduled", `condition="false"`), ksm("kube_pod_resourceclaim_info"),
+				tenantJoin, strconv.FormatInt(int64(p.PendingClaimAfter/time.Second), 10)),
+			Severity: Warning,
+			Summary:  "Pod {{ $labels.namespace }}/{{ $labels.pod }} of tenant {{ $labels.tenant }} waits for ResourceClaim {{ $labels.resourceclaim_name }}",
+			Description: "Pod {{ $labels.pod }} in namespace {{ $labels.namespace }} (tenant {{ $labels.tenant }}) references ResourceClaim " +
+				"{{ $labels.resourceclaim_name }} and has not been scheduled for more than " + PromDuration(p.PendingClaimAfter) +
+				": its devices cannot be allocated.",
+			Runbook: "Run `gpu-tenancy pending` for the claim's classes and the scheduler's reason, and `gpu-tenancy capacity` for free " +
+				"devices: none free in the class (add GPU nodes or wait), or a claim the tenant's classes cannot satisfy.",
+			Metrics: []string{"kube_namespace_labels", "kube_pod_created", "kube_pod_resourceclaim_info", "kube_pod_status_scheduled"},
+		},
+		{
+			Name: TenantQuotaExhausted,
+			// ResourceQuota counts the devices a namespace's claims request per DeviceClass under
+			// <class>.deviceclass.resource.k8s.io/devices (k8s.io/api v0.34.4 core/v1 ResourceClaimsPerClass); the
+			// tightest hard limit of several quotas is the one that holds. A zero limit is a class the tenant may not
+			// use, not one it used up.
+			Expr: fmt.Sprintf(`label_replace(max by (namespace, resource) (%s) >= on (namespace, resource) (min by (namespace, resource) (%s) > 0), "%s", "$1", "resource", "(.+)%s") %s`,
+				ksm("kube_resourcequota", `type="used"`, deviceKeys), ksm("kube_resourcequota", `type="hard"`, deviceKeys),
+				ClassLabel, promString(regexp.QuoteMeta(naming.DeviceQuotaSuffix)), tenantJoin),
+			For:         p.QuotaExhaustedFor,
+			Severity:    Info,
+			Summary:     "Tenant {{ $labels.tenant }} holds all its {{ $labels.class }} devices",
+			Description: "Namespace {{ $labels.namespace }} (tenant {{ $labels.tenant }}) has requested every device its quota allows for class {{ $labels.class }} for " + PromDuration(p.QuotaExhaustedFor) + ": new claims of that class are rejected.",
+			Runbook:     "`gpu-tenancy capacity` shows the tenant's requested and allowed devices per class; raise the tenant's gpuQuota for the class in the stack config if it should get more, or ask the tenant to release claims it no longer uses.",
+			Metrics:     []string{"kube_namespace_labels", "kube_resourcequota"},
+		},
+		{
+			Name: KubeletPluginPrepareErr,
+			// The kubelet plugin counts failed NodePrepareResources calls (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0
+			// pkg/metrics/dra_requests.go); a pod whose claim cannot be prepared never starts its containers.
+			Expr:        fmt.Sprintf(`sum by (node, driver, error_type) (increase(%s[10m])) > 0`, selector("nvidia_dra_node_prepare_errors_total", `job="`+p.Jobs.KubeletPlugin+`"`)),
+			For:         5 * time.Minute,
+			Severity:    Critical,
+			Summary:     "The DRA kubelet plugin on {{ $labels.node }} fails to prepare devices ({{ $labels.error_type }})",
+			Description: "The NVIDIA DRA kubelet plugin on node {{ $labels.node }} (driver {{ $labels.driver }}) reported {{ $labels.error_type }} errors preparing devices in the last 10m: pods with claims on that node cannot start.",
+			Runbook:     "Read the kubelet plugin's log on the node (`kubectl logs -n <driver namespace> -l " + KubeletPluginComponentLabel + "=" + KubeletPluginComponent + " --all-containers` on that node) and the affected pods' events; cordon the node if the GPU driver is broken.",
+			Metrics:     []string{"nvidia_dra_node_prepare_errors_total"},
+		},
+		{
+			Name: KubeletPluginNotRunning,
+			// Judged from the API (kube-state-metrics), not from the plugin's own scrape: a plugin pod that does not
+			// exist has no scrape target and so no `up` series to alert on.
+			Expr: fmt.Sprintf(`max by (node, %s) (label_replace(%s, "%s", "$1", "%s", "(.+)")) unless on (node) max by (node) (`+
+				`max by (namespace, pod, uid, node) (%s) * on (namespace, pod, uid) group_left () (max by (namespace, pod, uid) (%s) == 1) `+
+				`* on (namespace, pod, uid) group_left () max by (namespace, pod, uid) (%s))`,
+				PoolLabel, ksm("kube_node_labels", nodePoolLabel+`!=""`), PoolLabel, nodePoolLabel,
+				ksm("kube_pod_info", `node!=""`), ksm("kube_pod_status_phase", `phase="Running"`),
+				ksm("kube_pod_labels", pluginComponentLabel+`="`+KubeletPluginComponent+`"`)),
+			// Room for a new node to pull and start the plugin before it counts as missing.
+			For:         10 * time.Minute,
+			Severity:    Critical,
+			Summary:     "GPU node {{ $labels.node }} (pool {{ $labels.pool }}) has no running DRA kubelet plugin",
+			Description: "No NVIDIA DRA kubelet-plugin pod is Running on GPU node {{ $labels.node }} of pool {{ $labels.pool }}: its GPUs are not published and claims cannot be prepared there.",
+			Runbook:     "Check the driver DaemonSet's pods for that node (`kubectl get pods -n <driver namespace> -o wide -l " + KubeletPluginComponentLabel + "=" + KubeletPluginComponent + "`): taints it does not tolerate, a missing node label, or a crash.",
+			Metrics:     []string{"kube_node_labels", "kube_pod_info", "kube_pod_labels", "kube_pod_status_phase"},
+		},
+	}
+}
+
+// selector writes metric{matchers}.
+func selector(metric string, matchers ...string) string {
+	return metric + "{" + strings.Join(matchers, ", ") + "}"
+}
+
+// promString escapes s for a double-quoted PromQL string, where a backslash starts an escape
+// (https://prometheus.io/docs/prometheus/latest/querying/basics/#string-literals).
+func promString(s string) string { return strings.ReplaceAll(s, `\`, `\\`) }
+
+// PromDuration writes d the way Prometheus durations are usually written: whole hours, minutes or seconds.
+func PromDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	default:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+}

@@ -1,0 +1,346 @@
+package gpureport
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+)
+
+// AuditReport is `gpu-tenancy audit`: the platform's invariants checked on the live cluster.
+type AuditReport struct {
+	APIVersion  string     `json:"apiVersion"`
+	Kind        string     `json:"kind"`
+	GeneratedAt time.Time  `json:"generatedAt"`
+	Scope       AuditScope `json:"scope"`
+	Findings    []Finding  `json:"findings"`
+}
+
+// AuditScope is what the audit looked at, so a clean report is seen to have checked something.
+type AuditScope struct {
+	Tenants          []string `json:"tenants"`
+	DeviceClasses    int      `json:"deviceClasses"`
+	TenantClaims     int      `json:"tenantClaims"`
+	VClusterReleases int      `json:"vclusterReleases"`
+}
+
+// Finding is one broken invariant: which object, what is wrong and how to fix it. Check is one of the Check*
+// constants.
+type Finding struct {
+	Check   string    `json:"check"`
+	Tenant  string    `json:"tenant,omitempty"`
+	Object  ObjectRef `json:"object"`
+	Message string    `json:"message"`
+	Fix     string    `json:"fix"`
+}
+
+// ObjectRef names a Kubernetes object.
+type ObjectRef struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+func (o ObjectRef) String() string {
+	if o.Namespace == "" {
+		return o.Kind + "/" + o.Name
+	}
+	return o.Kind + "/" + o.Namespace + "/" + o.Name
+}
+
+// Audit checks.
+const (
+	CheckClaimClassNotGranted        = "ClaimClassNotGranted"
+	CheckClassGrantedToUnknownTenant = "ClassGrantedToUnknownTenant"
+	CheckQuotaMissing                = "QuotaMissing"
+	CheckQuotaDeviceKeyMissing       = "QuotaDeviceKeyMissing"
+	CheckLimitRangeMissing           = "LimitRangeMissing"
+	CheckEntitlementBindingMissing   = "EntitlementBindingMissing"
+	CheckEntitlementPolicyMissing    = "EntitlementPolicyMissing"
+	CheckEntitlementNotDenying       = "EntitlementBindingNotDenying"
+	CheckPodSecurityMissing          = "PodSecurityEnforceMissing"
+	CheckPodSecurityTooWeak          = "PodSecurityEnforceTooWeak"
+	CheckVClusterSyncsAllClasses     = "VClusterSyncsAllDeviceClasses"
+	CheckVClusterSyncsForeignClasses = "VClusterSyncsForeignDeviceClasses"
+	CheckHelmReleaseUnreadable       = "HelmReleaseUnreadable"
+)
+
+// fixPulumi is the fix for a platform object changed or deleted outside Pulumi: without a refresh Pulumi's state
+// still holds the object as it was, and `up` would change nothing.
+const fixPulumi = "run `pulumi up --refresh` on the platform's stack to put it back"
+
+// Audit checks the snapshot against the platform's invariants.
+func Audit(s *Snapshot, now time.Time) *AuditReport {
+	a := &auditor{snap: s, classes: s.classes(), tenants: s.tenants()}
+	rep := &AuditReport{APIVersion: APIVersion, Kind: "AuditReport", GeneratedAt: now.UTC().Truncate(time.Second),
+		Scope: AuditScope{Tenants: []string{}, DeviceClasses: len(s.DeviceClasses)}}
+	known := map[string]bool{}
+	for i := range s.Namespaces {
+		ns := &s.Namespaces[i]
+		t, ok := a.tenants[ns.Name]
+		if !ok {
+			continue
+		}
+		known[t] = true
+		rep.Scope.Tenants = append(rep.Scope.Tenants, t)
+		a.namespace(ns, t)
+	}
+	sort.Strings(rep.Scope.Tenants)
+	rep.Scope.TenantClaims = a.claims()
+	a.grants(known)
+	rep.Scope.VClusterReleases = a.releases()
+	rep.Findings = a.findings
+	if rep.Findings == nil {
+		rep.Findings = []Finding{}
+	}
+	sort.SliceStable(rep.Findings, func(i, j int) bool {
+		x, y := &rep.Findings[i], &rep.Findings[j]
+		if x.Tenant != y.Tenant {
+			return x.Tenant < y.Tenant
+		}
+		if x.Check != y.Check {
+			return x.Check < y.Check
+		}
+		return x.Object.String() < y.Object.String()
+	})
+	return rep
+}
+
+type auditor struct {
+	snap     *Snapshot
+	classes  map[string]*resourcev1.DeviceClass
+	tenants  map[string]string
+	findings []Finding
+}
+
+func (a *auditor) add(f Finding) { a.findings = append(a.findings, f) }
+
+// namespace checks a tenant namespace's guard rails.
+func (a *auditor) namespace(ns *corev1.Namespace, tenant string) {
+	nsRef := ObjectRef{Kind: "Namespace", Name: ns.Name}
+	switch level, ok := ns.Labels[naming.PodSecurityEnforceLabel]; {
+	case !ok:
+		a.add(Finding{CheckPodSecurityMissing, tenant, nsRef,
+			fmt.Sprintf("namespace has no %s label: Pod Security admits privileged pods", naming.PodSecurityEnforceLabel),
+			fixPulumi + fmt.Sprintf("; by hand: kubectl label namespace %s %s=baseline", ns.Name, naming.PodSecurityEnforceLabel)})
+	case level != "baseline" && level != "restricted":
+		a.add(Finding{CheckPodSecurityTooWeak, tenant, nsRef,
+			fmt.Sprintf("%s is %q; a tenant namespace needs baseline or restricted", naming.PodSecurityEnforceLabel, level),
+			fixPulumi + fmt.Sprintf("; by hand: kubectl label --overwrite namespace %s %s=baseline", ns.Name, naming.PodSecurityEnforceLabel)})
+	}
+
+	quotaRef := ObjectRef{Kind: "ResourceQuota", Namespace: ns.Name, Name: naming.TenantQuota}
+	if q := a.quota(ns.Name); q == nil {
+		a.add(Finding{CheckQuotaMissing, tenant, quotaRef,
+			"the tenant namespace has no quota: its GPU devices, CPU and memory are unbounded", fixPulumi})
+	} else {
+		for _, class := range a.grantedClasses(tenant) {
+			key := naming.DeviceQuotaKey(class)
+			if _, ok := q.Spec.Hard[corev1.ResourceName(key)]; !ok {
+				a.add(Finding{CheckQuotaDeviceKeyMissing, tenant, quotaRef,
+					fmt.Sprintf("class %s is granted to the tenant but the quota has no %s: its devices are unbounded", class, key),
+					fixPulumi + "; the stack's gpuQuota for the tenant must name the class"})
+			}
+		}
+	}
+
+	if !a.hasLimitRange(ns.Name) {
+		a.add(Finding{CheckLimitRangeMissing, tenant, ObjectRef{Kind: "LimitRange", Namespace: ns.Name, Name: naming.ContainerDefaults},
+			"containers without resources get no defaults, so the quota refuses their pods", fixPulumi})
+	}
+
+	a.entitlement(tenant)
+}
+
+func (a *auditor) quota(namespace string) *corev1.ResourceQuota {
+	for i := range a.snap.ResourceQuotas {
+		if q := &a.snap.ResourceQuotas[i]; q.Namespace == namespace && q.Name == naming.TenantQuota {
+			return q
+		}
+	}
+	return nil
+}
+
+func (a *auditor) hasLimitRange(namespace string) bool {
+	for i := range a.snap.LimitRanges {
+		if l := &a.snap.LimitRanges[i]; l.Namespace == namespace && l.Name == naming.ContainerDefaults {
+			return true
+		}
+	}
+	return false
+}
+
+// grantedClasses are the classes carrying the tenant's grant label, sorted.
+func (a *auditor) grantedClasses(tenant string) []string {
+	var out []string
+	for name, c := range a.classes {
+		if granted(c, tenant) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// entitlement checks the tenant's admission binding: present, bound to a policy that exists, and denying.
+func (a *auditor) entitlement(tenant string) {
+	name := naming.EntitlementPolicy(tenant)
+	ref := ObjectRef{Kind: "ValidatingAdmissionPolicyBinding", Name: name}
+	var b *admissionv1.ValidatingAdmissionPolicyBinding
+	for i := range a.snap.PolicyBindings {
+		if a.snap.PolicyBindings[i].Name == name {
+			b = &a.snap.PolicyBindings[i]
+		}
+	}
+	if b == nil {
+		a.add(Finding{CheckEntitlementBindingMissing, tenant, ref,
+			"no entitlement binding: the tenant can claim any DeviceClass, including other tenants' and the driver's", fixPulumi})
+		return
+	}
+	if !slices.ContainsFunc(a.snap.Policies, func(p admissionv1.ValidatingAdmissionPolicy) bool { return p.Name == b.Spec.PolicyName }) {
+		a.add(Finding{CheckEntitlementPolicyMissing, tenant, ObjectRef{Kind: "ValidatingAdmissionPolicy", Name: b.Spec.PolicyName},
+			fmt.Sprintf("binding %s names policy %s, which does not exist: nothing checks the tenant's claims", name, b.Spec.PolicyName), fixPulumi})
+	}
+	if !slices.Contains(b.Spec.ValidationActions, admissionv1.Deny) {
+		a.add(Finding{CheckEntitlementNotDenying, tenant, ref,
+			fmt.Sprintf("validationActions are %v, without Deny: claims outside the grant are admitted", b.Spec.ValidationActions), fixPulumi})
+	}
+}
+
+// claims checks every claim in a tenant namespace against the tenant's grants and returns how many it checked.
+func (a *auditor) claims() int {
+	n := 0
+	for i := range a.snap.ResourceClaims {
+		c := &a.snap.ResourceClaims[i]
+		tenant, ok := a.tenants[c.Namespace]
+		if !ok {
+			continue
+		}
+		n++
+		state := "unallocated"
+		if c.Status.Allocation != nil {
+			state = "allocated"
+		}
+		for _, class := range claimClasses(&c.Spec) {
+			dc := a.classes[class]
+			if granted(dc, tenant) {
+				continue
+			}
+			why := "is not granted to the tenant"
+			if dc == nil {
+				why = "does not exist"
+			}
+			a.add(Finding{CheckClaimClassNotGranted, tenant, ObjectRef{Kind: "ResourceClaim", Namespace: c.Namespace, Name: c.Name},
+				fmt.Sprintf("%s claim names DeviceClass %s, which %s (granted before, since revoked?)", state, class, why),
+				fmt.Sprintf("delete the claim and its pods (kubectl delete resourceclaim -n %s %s), or grant %s to %s in the stack's tenants and run `pulumi up`",
+					c.Namespace, c.Name, class, tenant)})
+		}
+	}
+	return n
+}
+
+// grants checks that every tenant a DeviceClass is granted to exists.
+func (a *auditor) grants(known map[string]bool) {
+	for i := range a.snap.DeviceClasses {
+		c := &a.snap.DeviceClasses[i]
+		for _, t := range grantees(c) {
+			if known[t] {
+				continue
+			}
+			a.add(Finding{CheckClassGrantedToUnknownTenant, t, ObjectRef{Kind: "DeviceClass", Name: c.Name},
+				fmt.Sprintf("class is granted to tenant %s, but no namespace is labelled %s=%s: a namespace given that label later gets the grant",
+					t, naming.TenantNamespaceLabel, t),
+				fmt.Sprintf("run `pulumi up --refresh`, or remove the grant: kubectl label deviceclass %s %s-", c.Name, naming.ClassTenantLabel(t))})
+		}
+	}
+}
+
+// releases checks the vCluster releases of tenant namespaces: a vCluster that syncs DeviceClasses must sync only
+// those carrying its tenant's grant label. It returns how many vCluster releases it checked.
+func (a *auditor) releases() int {
+	n := 0
+	for _, s := range currentReleases(a.snap.HelmReleases) {
+		tenant, ok := a.tenants[s.Namespace]
+		if !ok {
+			continue
+		}
+		ref := ObjectRef{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}
+		r, err := decodeRelease(s)
+		if err != nil {
+			a.add(Finding{CheckHelmReleaseUnreadable, tenant, ref,
+				fmt.Sprintf("Helm release %s cannot be read (%v), so its DeviceClass sync is unchecked", s.Labels[helmNameLabel], err),
+				"inspect the release with `helm get values -n " + s.Namespace + " " + s.Labels[helmNameLabel] + "`"})
+			continue
+		}
+		if r.Chart.Metadata.Name != vclusterChartName {
+			continue
+		}
+		n++
+		sync := lookup(r.values(), "sync", "fromHost", "deviceClasses")
+		if enabled, _ := lookup(sync, "enabled").(bool); !enabled {
+			continue
+		}
+		key := naming.ClassTenantLabel(tenant)
+		fix := fmt.Sprintf("set sync.fromHost.deviceClasses.selector.matchLabels to {%q: \"true\"} (run `pulumi up --refresh` on the platform's stack)", key)
+		selector, _ := lookup(sync, "selector").(map[string]any)
+		switch {
+		case emptySelector(selector):
+			a.add(Finding{CheckVClusterSyncsAllClasses, tenant, ref,
+				fmt.Sprintf("vCluster %s syncs DeviceClasses without a label selector: the tenant sees every class of the cluster", r.Name), fix})
+		case !requiresLabel(selector, key):
+			a.add(Finding{CheckVClusterSyncsForeignClasses, tenant, ref,
+				fmt.Sprintf("vCluster %s syncs DeviceClasses with selector %s, which does not require %s=true: the tenant may see other tenants' classes",
+					r.Name, describeSelector(selector), key), fix})
+		}
+	}
+	return n
+}
+
+func emptySelector(sel map[string]any) bool {
+	labels, _ := sel["matchLabels"].(map[string]any)
+	exprs, _ := sel["matchExpressions"].([]any)
+	return len(labels) == 0 && len(exprs) == 0
+}
+
+// requiresLabel reports whether a label selector admits only objects with key=true; further terms only narrow it.
+func requiresLabel(sel map[string]any, key string) bool {
+	if labels, _ := sel["matchLabels"].(map[string]any); labels[key] == "true" {
+		return true
+	}
+	exprs, _ := sel["matchExpressions"].([]any)
+	for _, e := range exprs {
+		m, _ := e.(map[string]any)
+		values, _ := m["values"].([]any)
+		if m["key"] == key && m["operator"] == "In" && len(values) == 1 && values[0] == "true" {
+			return true
+		}
+	}
+	return false
+}
+
+func describeSelector(sel map[string]any) string {
+	var parts []string
+	if labels, _ := sel["matchLabels"].(map[string]any); len(labels) > 0 {
+		keys := make([]string, 0, len(labels))
+		for k := range labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, labels[k]))
+		}
+	}
+	exprs, _ := sel["matchExpressions"].([]any)
+	for _, e := range exprs {
+		m, _ := e.(map[string]any)
+		parts = append(parts, fmt.Sprintf("%v %v %v", m["key"], m["operator"], m["values"]))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}

@@ -1,0 +1,231 @@
+package gpureport
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+)
+
+// cleanCluster is the local stack as the platform leaves it: two tenants with every guard rail, a granted claim
+// each, and vClusters that sync only their own classes.
+func cleanCluster(t *testing.T) Snapshot {
+	s := Snapshot{
+		Namespaces:    []corev1.Namespace{tenantNamespace(legal), tenantNamespace(research)},
+		DeviceClasses: []resourcev1.DeviceClass{deviceClass("gpu-whole", wholeCEL, legal), deviceClass("gpu-slice", sliceCEL, research)},
+		ResourceClaims: []resourcev1.ResourceClaim{
+			allocate(claim(legalNS, "whole-a", now, "gpu-whole"), "gpu", "gpu-a100-whole-0", "gpu-0"),
+			claim(researchNS, "slice-a", now, "gpu-slice"),
+		},
+		ResourceQuotas: []corev1.ResourceQuota{
+			quota(legalNS, map[string]int64{naming.DeviceQuotaKey("gpu-whole"): 3}, nil),
+			quota(researchNS, map[string]int64{naming.DeviceQuotaKey("gpu-slice"): 2}, nil),
+		},
+		LimitRanges: []corev1.LimitRange{limitRange(legalNS), limitRange(researchNS)},
+		HelmReleases: []corev1.Secret{
+			helmSecret(t, legalNS, legal, 1, "deployed", vclusterRelease(legal, legalNS, tenantSelector(legal))),
+			helmSecret(t, researchNS, research, 1, "deployed", vclusterRelease(research, researchNS, tenantSelector(research))),
+		},
+	}
+	for _, tenant := range []string{legal, research} {
+		p, b := entitlement(tenant)
+		s.Policies = append(s.Policies, p)
+		s.PolicyBindings = append(s.PolicyBindings, b)
+	}
+	return s
+}
+
+func TestAuditCleanCluster(t *testing.T) {
+	s := cleanCluster(t)
+	r := Audit(&s, now)
+	assert.Empty(t, r.Findings)
+	assert.Equal(t, AuditScope{Tenants: []string{legal, research}, DeviceClasses: 2, TenantClaims: 2, VClusterReleases: 2}, r.Scope)
+}
+
+func TestAuditFindings(t *testing.T) {
+	type found struct {
+		Check, Tenant string
+		Object        ObjectRef
+	}
+	cases := []struct {
+		name   string
+		modify func(t *testing.T, s *Snapshot)
+		want   []found
+	}{
+		{
+			name: "a tenant claim naming a class no longer granted",
+			modify: func(t *testing.T, s *Snapshot) {
+				delete(s.DeviceClasses[0].Labels, naming.ClassTenantLabel(legal))
+			},
+			want: []found{{CheckClaimClassNotGranted, legal, ObjectRef{"ResourceClaim", legalNS, "whole-a"}}},
+		},
+		{
+			name: "a tenant claim naming a class that no longer exists",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.ResourceClaims = append(s.ResourceClaims, claim(legalNS, "stale", now, "gpu-retired"))
+			},
+			want: []found{{CheckClaimClassNotGranted, legal, ObjectRef{"ResourceClaim", legalNS, "stale"}}},
+		},
+		{
+			name: "a tenant claim choosing a foreign class through firstAvailable",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.ResourceClaims = append(s.ResourceClaims, claim(legalNS, "mixed", now, "gpu-whole", "gpu-slice"))
+			},
+			want: []found{{CheckClaimClassNotGranted, legal, ObjectRef{"ResourceClaim", legalNS, "mixed"}}},
+		},
+		{
+			name: "a class granted to a tenant that does not exist",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.DeviceClasses[1].Labels[naming.ClassTenantLabel("departed")] = "true"
+			},
+			want: []found{{CheckClassGrantedToUnknownTenant, "departed", ObjectRef{Kind: "DeviceClass", Name: "gpu-slice"}}},
+		},
+		{
+			name: "a tenant namespace without its quota",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.ResourceQuotas = s.ResourceQuotas[1:]
+			},
+			want: []found{{CheckQuotaMissing, legal, ObjectRef{"ResourceQuota", legalNS, naming.TenantQuota}}},
+		},
+		{
+			name: "a quota without the device key of a granted class",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.DeviceClasses[1].Labels[naming.ClassTenantLabel(legal)] = "true"
+			},
+			want: []found{{CheckQuotaDeviceKeyMissing, legal, ObjectRef{"ResourceQuota", legalNS, naming.TenantQuota}}},
+		},
+		{
+			name: "a tenant namespace without its limit range",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.LimitRanges = s.LimitRanges[:1]
+			},
+			want: []found{{CheckLimitRangeMissing, research, ObjectRef{"LimitRange", researchNS, naming.ContainerDefaults}}},
+		},
+		{
+			name: "a tenant without its entitlement binding",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.PolicyBindings = s.PolicyBindings[1:]
+			},
+			want: []found{{CheckEntitlementBindingMissing, legal, ObjectRef{Kind: "ValidatingAdmissionPolicyBinding", Name: naming.EntitlementPolicy(legal)}}},
+		},
+		{
+			name: "an entitlement binding whose policy is gone",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.Policies = s.Policies[:1]
+			},
+			want: []found{{CheckEntitlementPolicyMissing, research, ObjectRef{Kind: "ValidatingAdmissionPolicy", Name: naming.EntitlementPolicy(research)}}},
+		},
+		{
+			name: "an entitlement binding that only warns",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.PolicyBindings[0].Spec.ValidationActions = []admissionv1.ValidationAction{admissionv1.Warn, admissionv1.Audit}
+			},
+			want: []found{{CheckEntitlementNotDenying, legal, ObjectRef{Kind: "ValidatingAdmissionPolicyBinding", Name: naming.EntitlementPolicy(legal)}}},
+		},
+		{
+			name: "a tenant namespace without a Pod Security enforce label",
+			modify: func(t *testing.T, s *Snapshot) {
+				delete(s.Namespaces[0].Labels, naming.PodSecurityEnforceLabel)
+			},
+			want: []found{{CheckPodSecurityMissing, legal, ObjectRef{Kind: "Namespace", Name: legalNS}}},
+		},
+		{
+			name: "a tenant namespace enforcing only the privileged level",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.Namespaces[1].Labels[naming.PodSecurityEnforceLabel] = "privileged"
+			},
+			want: []found{{CheckPodSecurityTooWeak, research, ObjectRef{Kind: "Namespace", Name: researchNS}}},
+		},
+		{
+			name: "a vCluster syncing DeviceClasses without a selector",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.HelmReleases[0] = helmSecret(t, legalNS, legal, 1, "deployed", vclusterRelease(legal, legalNS, map[string]any{"enabled": true}))
+			},
+			want: []found{{CheckVClusterSyncsAllClasses, legal, ObjectRef{"Secret", legalNS, "sh.helm.release.v1.legal-ai.v1"}}},
+		},
+		{
+			name: "a vCluster syncing another tenant's DeviceClasses",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.HelmReleases[1] = helmSecret(t, researchNS, research, 1, "deployed", vclusterRelease(research, researchNS, tenantSelector(legal)))
+			},
+			want: []found{{CheckVClusterSyncsForeignClasses, research, ObjectRef{"Secret", researchNS, "sh.helm.release.v1.research-ai.v1"}}},
+		},
+		{
+			name: "a vCluster release that cannot be decoded",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.HelmReleases[0].Data["release"] = []byte("not base64!")
+			},
+			want: []found{{CheckHelmReleaseUnreadable, legal, ObjectRef{"Secret", legalNS, "sh.helm.release.v1.legal-ai.v1"}}},
+		},
+		{
+			name: "the deployed revision counts, not a superseded one",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.HelmReleases[0] = helmSecret(t, legalNS, legal, 1, "superseded", vclusterRelease(legal, legalNS, tenantSelector(legal)))
+				s.HelmReleases = append(s.HelmReleases,
+					helmSecret(t, legalNS, legal, 2, "deployed", vclusterRelease(legal, legalNS, map[string]any{"enabled": true})))
+			},
+			want: []found{{CheckVClusterSyncsAllClasses, legal, ObjectRef{"Secret", legalNS, "sh.helm.release.v1.legal-ai.v2"}}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := cleanCluster(t)
+			tc.modify(t, &s)
+			r := Audit(&s, now)
+			var got []found
+			for _, f := range r.Findings {
+				got = append(got, found{f.Check, f.Tenant, f.Object})
+				assert.NotEmpty(t, f.Message, "finding %s needs a message", f.Check)
+				assert.NotEmpty(t, f.Fix, "finding %s needs a fix", f.Check)
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestAuditVClusterSync(t *testing.T) {
+	// Shapes of the DeviceClass sync a vCluster may have, none of which lets the tenant see foreign classes.
+	cases := []struct {
+		name   string
+		values map[string]any
+	}{
+		{"sync disabled", map[string]any{"enabled": false}},
+		{"the tenant's label through matchExpressions", map[string]any{"enabled": true, "selector": map[string]any{
+			"matchExpressions": []any{map[string]any{"key": naming.ClassTenantLabel(legal), "operator": "In", "values": []any{"true"}}},
+		}}},
+		{"the tenant's label narrowed further", map[string]any{"enabled": true, "selector": map[string]any{
+			"matchLabels": map[string]any{naming.ClassTenantLabel(legal): "true", "gpu-tenancy.io/tier": "gold"},
+		}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := cleanCluster(t)
+			s.HelmReleases[0] = helmSecret(t, legalNS, legal, 1, "deployed", vclusterRelease(legal, legalNS, tc.values))
+			assert.Empty(t, Audit(&s, now).Findings)
+		})
+	}
+	t.Run("a sync enabled by the chart's defaults counts", func(t *testing.T) {
+		s := cleanCluster(t)
+		rel := vclusterRelease(legal, legalNS, nil)
+		rel["config"] = map[string]any{}
+		lookup(rel, "chart", "values", "sync", "fromHost", "deviceClasses").(map[string]any)["enabled"] = true
+		s.HelmReleases[0] = helmSecret(t, legalNS, legal, 1, "deployed", rel)
+		r := Audit(&s, now)
+		require.Len(t, r.Findings, 1)
+		assert.Equal(t, CheckVClusterSyncsAllClasses, r.Findings[0].Check)
+	})
+	t.Run("releases of other charts are not vClusters", func(t *testing.T) {
+		s := cleanCluster(t)
+		rel := vclusterRelease("metrics", legalNS, map[string]any{"enabled": true})
+		lookup(rel, "chart", "metadata").(map[string]any)["name"] = "kube-state-metrics"
+		s.HelmReleases = append(s.HelmReleases, helmSecret(t, legalNS, "metrics", 1, "deployed", rel))
+		r := Audit(&s, now)
+		assert.Empty(t, r.Findings)
+		assert.Equal(t, 2, r.Scope.VClusterReleases)
+	})
+}

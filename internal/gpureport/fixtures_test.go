@@ -1,0 +1,252 @@
+package gpureport
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+)
+
+// Hand-built objects shaped like the platform's and the NVIDIA DRA driver's (tests/fixtures/README.md).
+
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// The catalog's selectors exactly as components/tenancy GPUClass.CEL writes them for the local stack.
+const (
+	wholeCEL = `device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu' && ` +
+		`device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('(^|[^a-z0-9])a100([^a-z0-9]|$)')`
+	sliceCEL = `device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig' && ` +
+		`device.attributes['gpu.nvidia.com'].profile == '1g.5gb' && ` +
+		`device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('(^|[^a-z0-9])a100([^a-z0-9]|$)')`
+)
+
+func str(s string) resourcev1.DeviceAttribute { return resourcev1.DeviceAttribute{StringValue: &s} }
+
+func wholeGPU(name, uuid string) resourcev1.Device {
+	return resourcev1.Device{Name: name, Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+		"type": str("gpu"), "uuid": str(uuid), "productName": str("NVIDIA A100-SXM4-40GB"),
+	}}
+}
+
+func migDevice(name, parentUUID, profile string) resourcev1.Device {
+	return resourcev1.Device{Name: name, Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+		"type": str("mig"), "uuid": str("MIG-" + name), "parentUUID": str(parentUUID), "profile": str(profile),
+		"productName": str("NVIDIA A100-SXM4-40GB"),
+	}}
+}
+
+// consumes makes a device a partition of counter set set, drawing memory from it (KEP-4815).
+func consumes(d resourcev1.Device, set, memory string) resourcev1.Device {
+	d.ConsumesCounters = []resourcev1.DeviceCounterConsumption{{
+		CounterSet: set, Counters: map[string]resourcev1.Counter{"memory": {Value: resource.MustParse(memory)}},
+	}}
+	return d
+}
+
+func counterSet(name, memory string) resourcev1.CounterSet {
+	return resourcev1.CounterSet{Name: name, Counters: map[string]resourcev1.Counter{"memory": {Value: resource.MustParse(memory)}}}
+}
+
+// nodeSlice is a driver slice for one node; its pool is named after the node, as the NVIDIA driver does.
+func nodeSlice(node string, generation int64, devices ...resourcev1.Device) resourcev1.ResourceSlice {
+	return resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-gpu.nvidia.com-g%d", node, generation)},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver: naming.Driver, NodeName: ptr.To(node),
+			Pool:    resourcev1.ResourcePool{Name: node, Generation: generation, ResourceSliceCount: 1},
+			Devices: devices,
+		},
+	}
+}
+
+func migDevices(parentUUID string, n int) []resourcev1.Device {
+	var out []resourcev1.Device
+	for i := range n {
+		out = append(out, migDevice(fmt.Sprintf("gpu-0-mig-1g5gb-19-%d", i), parentUUID, "1g.5gb"))
+	}
+	return out
+}
+
+// simulatedSlices is tests/fixtures/simhw: two nodes with a whole A100 each, one node with seven 1g.5gb devices.
+func simulatedSlices() []resourcev1.ResourceSlice {
+	return []resourcev1.ResourceSlice{
+		nodeSlice("gpu-a100-whole-0", 1, wholeGPU("gpu-0", "GPU-1")),
+		nodeSlice("gpu-a100-whole-1", 1, wholeGPU("gpu-0", "GPU-2")),
+		nodeSlice("gpu-a100-mig-0", 1, migDevices("GPU-3", 7)...),
+	}
+}
+
+func deviceClass(name, cel string, tenants ...string) resourcev1.DeviceClass {
+	labels := map[string]string{naming.ManagedByLabel: naming.ManagedBy}
+	for _, t := range tenants {
+		labels[naming.ClassTenantLabel(t)] = "true"
+	}
+	return resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: cel}}}},
+	}
+}
+
+func tenantNamespace(tenant string) corev1.Namespace {
+	return corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: naming.Namespace(tenant), Labels: map[string]string{
+		naming.TenantNamespaceLabel: tenant, naming.ManagedByLabel: naming.ManagedBy,
+		naming.PodSecurityEnforceLabel: "baseline",
+	}}}
+}
+
+func claim(namespace, name string, created time.Time, classes ...string) resourcev1.ResourceClaim {
+	req := resourcev1.DeviceRequest{Name: "gpu"}
+	if len(classes) == 1 {
+		req.Exactly = &resourcev1.ExactDeviceRequest{DeviceClassName: classes[0], AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}
+	} else {
+		for i, c := range classes {
+			req.FirstAvailable = append(req.FirstAvailable, resourcev1.DeviceSubRequest{
+				Name: fmt.Sprintf("option-%d", i), DeviceClassName: c, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1,
+			})
+		}
+	}
+	return resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, CreationTimestamp: metav1.NewTime(created)},
+		Spec:       resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{req}}},
+	}
+}
+
+// allocate records an allocation of one device for request ("gpu" or "gpu/option-N").
+func allocate(c resourcev1.ResourceClaim, request, pool, device string) resourcev1.ResourceClaim {
+	c.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{
+		Results: []resourcev1.DeviceRequestAllocationResult{{Request: request, Driver: naming.Driver, Pool: pool, Device: device}},
+	}}
+	return c
+}
+
+func quota(namespace string, hard, used map[string]int64) corev1.ResourceQuota {
+	list := func(m map[string]int64) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for k, v := range m {
+			out[corev1.ResourceName(k)] = *resource.NewQuantity(v, resource.DecimalSI)
+		}
+		return out
+	}
+	return corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: naming.TenantQuota},
+		Spec:       corev1.ResourceQuotaSpec{Hard: list(hard)},
+		Status:     corev1.ResourceQuotaStatus{Hard: list(hard), Used: list(used)},
+	}
+}
+
+func limitRange(namespace string) corev1.LimitRange {
+	return corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: naming.ContainerDefaults}}
+}
+
+func entitlement(tenant string) (admissionv1.ValidatingAdmissionPolicy, admissionv1.ValidatingAdmissionPolicyBinding) {
+	name := naming.EntitlementPolicy(tenant)
+	return admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}},
+		admissionv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+			},
+		}
+}
+
+// pod is a pod using a claim by name (claimName) or through a template (template).
+func pod(namespace, name string, created time.Time, claimName, template string) corev1.Pod {
+	pc := corev1.PodResourceClaim{Name: "gpu"}
+	if claimName != "" {
+		pc.ResourceClaimName = &claimName
+	} else {
+		pc.ResourceClaimTemplateName = &template
+	}
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(created)},
+		Spec:       corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{pc}},
+		Status:     corev1.PodStatus{Phase: corev1.PodPending},
+	}
+}
+
+func unschedulable(p corev1.Pod, message string) corev1.Pod {
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: message,
+	})
+	return p
+}
+
+// generated records in the pod's status the claim the resource claim controller created from its template.
+func generated(p corev1.Pod, claimName string) corev1.Pod {
+	p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: &claimName}}
+	return p
+}
+
+func claimTemplate(namespace, name, class string) resourcev1.ResourceClaimTemplate {
+	c := claim(namespace, name, now, class)
+	return resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       resourcev1.ResourceClaimTemplateSpec{Spec: c.Spec},
+	}
+}
+
+func failedCreation(p corev1.Pod, message string) corev1.Event {
+	return corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name + ".1"},
+		InvolvedObject: corev1.ObjectReference{
+			Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID,
+		},
+		Reason: "FailedResourceClaimCreation", Message: message, Type: corev1.EventTypeWarning,
+		LastTimestamp: metav1.NewTime(now.Add(-time.Minute)),
+	}
+}
+
+// helmSecret stores a release the way Helm 3 does: JSON, gzipped, base64, in a Secret labelled by owner, name,
+// version and status.
+func helmSecret(t *testing.T, namespace, name string, version int, status string, release map[string]any) corev1.Secret {
+	t.Helper()
+	raw, err := json.Marshal(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	if _, err := zw.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace, Name: fmt.Sprintf("sh.helm.release.v1.%s.v%d", name, version),
+			Labels: map[string]string{"owner": "helm", "name": name, "version": fmt.Sprint(version), "status": status},
+		},
+		Type: HelmReleaseType,
+		Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(gz.Bytes()))},
+	}
+}
+
+// vclusterRelease is a vcluster chart release whose user values set the DeviceClass sync.
+func vclusterRelease(name, namespace string, deviceClasses map[string]any) map[string]any {
+	return map[string]any{
+		"name": name, "namespace": namespace, "version": 1,
+		"chart": map[string]any{
+			"metadata": map[string]any{"name": "vcluster", "version": "0.36.1"},
+			"values":   map[string]any{"sync": map[string]any{"fromHost": map[string]any{"deviceClasses": map[string]any{"enabled": false}}}},
+		},
+		"config": map[string]any{"sync": map[string]any{"fromHost": map[string]any{"deviceClasses": deviceClasses}}},
+	}
+}
+
+func tenantSelector(tenant string) map[string]any {
+	return map[string]any{"enabled": true, "selector": map[string]any{"matchLabels": map[string]any{naming.ClassTenantLabel(tenant): "true"}}}
+}

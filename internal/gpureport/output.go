@@ -1,0 +1,190 @@
+package gpureport
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+)
+
+// Format is an output format.
+type Format string
+
+// Output formats: a table for people, JSON and YAML for programs (the versioned shape of docs/cli.md).
+const (
+	Table Format = "table"
+	JSON  Format = "json"
+	YAML  Format = "yaml"
+)
+
+// ParseFormat reads the -o flag.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(s); f {
+	case Table, JSON, YAML:
+		return f, nil
+	}
+	return "", fmt.Errorf("output format %q is not one of table, json, yaml", s)
+}
+
+// Report is one of the report documents.
+type Report interface {
+	writeTable(w io.Writer) error
+}
+
+// Write renders a report. YAML goes through the JSON encoding, so both spell every field the same way.
+func Write(w io.Writer, r Report, f Format) error {
+	switch f {
+	case JSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	case YAML:
+		out, err := yaml.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encoding YAML: %w", err)
+		}
+		_, err = w.Write(out)
+		return err
+	default:
+		return r.writeTable(w)
+	}
+}
+
+// table writes aligned columns and returns the first write error once flushed.
+type table struct {
+	tw  *tabwriter.Writer
+	err error
+}
+
+func newTable(w io.Writer) *table {
+	return &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+}
+
+func (t *table) row(cells ...any) {
+	if t.err != nil {
+		return
+	}
+	parts := make([]string, len(cells))
+	for i, c := range cells {
+		parts[i] = fmt.Sprint(c)
+	}
+	_, t.err = fmt.Fprintln(t.tw, strings.Join(parts, "\t"))
+}
+
+func (t *table) flush() error {
+	if err := t.tw.Flush(); t.err == nil {
+		t.err = err
+	}
+	return t.err
+}
+
+func age(seconds int64) string {
+	return duration.HumanDuration(time.Duration(seconds) * time.Second)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func optional(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprint(*v)
+}
+
+func (r *CapacityReport) writeTable(w io.Writer) error {
+	t := newTable(w)
+	t.row("CLASS", "TENANTS", "EXIST", "ALLOCATED", "UNAVAILABLE", "FREE")
+	for _, c := range r.Classes {
+		t.row(c.Name, orDash(strings.Join(c.Tenants, ",")), c.Exist, c.Allocated, c.Unavailable, c.Free)
+	}
+	t.row()
+	t.row("TENANT", "CLASS", "GRANTED", "ALLOCATED", "REQUESTED", "QUOTA", "PENDING", "OLDEST PENDING")
+	for _, u := range r.Tenants {
+		granted, oldest := "no", "-"
+		if u.Granted {
+			granted = "yes"
+		}
+		if u.Pending > 0 {
+			oldest = age(u.OldestPendingSeconds)
+		}
+		t.row(u.Tenant, u.Class, granted, u.Allocated, optional(u.Requested), optional(u.Quota), u.Pending, oldest)
+	}
+	t.row()
+	t.row("POOL", "NODE", "GENERATION", "GPUS", "GPUS IN USE", "DEVICES", "ALLOCATED", "COMPLETE")
+	for _, p := range r.Pools {
+		complete := "yes"
+		if p.Incomplete {
+			complete = "no"
+		}
+		t.row(p.Pool, orDash(p.Node), p.Generation, p.PhysicalGPUs, p.GPUsInUse, p.Devices, p.AllocatedDevices, complete)
+	}
+	for _, warn := range r.Warnings {
+		t.row()
+		t.row("warning: " + warn)
+	}
+	return t.flush()
+}
+
+func (r *PendingReport) writeTable(w io.Writer) error {
+	if len(r.Claims) == 0 {
+		_, err := fmt.Fprintln(w, "No pending claims.")
+		return err
+	}
+	t := newTable(w)
+	t.row("NAMESPACE", "TENANT", "CLAIM", "PODS", "CLASSES", "AGE", "REASON")
+	for _, c := range r.Claims {
+		claim := c.Claim
+		if claim == "" {
+			claim = "(from template " + c.Template + ")"
+		}
+		a := age(c.AgeSeconds)
+		if c.Overdue {
+			a += " (overdue)"
+		}
+		for i, reason := range c.Reasons {
+			text := reason.Kind + ": " + oneLine(reason.Message)
+			if i == 0 {
+				t.row(c.Namespace, orDash(c.Tenant), claim, orDash(strings.Join(c.Pods, ",")), orDash(strings.Join(c.Classes, ",")), a, text)
+			} else {
+				t.row("", "", "", "", "", "", text)
+			}
+		}
+	}
+	return t.flush()
+}
+
+func (r *AuditReport) writeTable(w io.Writer) error {
+	s := r.Scope
+	summary := fmt.Sprintf("audited %d tenants, %d DeviceClasses, %d tenant claims, %d vCluster releases",
+		len(s.Tenants), s.DeviceClasses, s.TenantClaims, s.VClusterReleases)
+	if len(r.Findings) == 0 {
+		_, err := fmt.Fprintf(w, "%s: no findings.\n", summary)
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d findings.\n", summary, len(r.Findings))
+	for _, f := range r.Findings {
+		fmt.Fprintf(&b, "\n%s  %s", f.Check, f.Object)
+		if f.Tenant != "" {
+			fmt.Fprintf(&b, "  (tenant %s)", f.Tenant)
+		}
+		fmt.Fprintf(&b, "\n    %s\n    fix: %s\n", f.Message, f.Fix)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// oneLine keeps a multi-line message (some scheduler messages are) in its table cell.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,245 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+)
+
+// The JSON documents of `gpu-tenancy` as docs/cli.md describes them, decoded independently of the CLI's own types
+// so that a change to the documented shape fails here.
+type (
+	cliCapacity struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Classes    []struct {
+			Name      string   `json:"name"`
+			Tenants   []string `json:"tenants"`
+			Exist     int      `json:"exist"`
+			Allocated int      `json:"allocated"`
+			Free      int      `json:"free"`
+		} `json:"classes"`
+		Tenants []struct {
+			Tenant    string `json:"tenant"`
+			Class     string `json:"class"`
+			Granted   bool   `json:"granted"`
+			Allocated int    `json:"allocated"`
+			Requested *int64 `json:"requested"`
+			Quota     *int64 `json:"quota"`
+			Pending   int    `json:"pending"`
+		} `json:"tenants"`
+		Pools []struct {
+			Pool         string `json:"pool"`
+			PhysicalGPUs int    `json:"physicalGPUs"`
+			Devices      int    `json:"devices"`
+		} `json:"pools"`
+	}
+	cliPending struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Claims     []struct {
+			Namespace  string   `json:"namespace"`
+			Tenant     string   `json:"tenant"`
+			Claim      string   `json:"claim"`
+			Pods       []string `json:"pods"`
+			Classes    []string `json:"classes"`
+			AgeSeconds int64    `json:"ageSeconds"`
+			Overdue    bool     `json:"overdue"`
+			Reasons    []struct {
+				Kind    string `json:"kind"`
+				Message string `json:"message"`
+			} `json:"reasons"`
+		} `json:"claims"`
+	}
+	cliAudit struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Findings   []struct {
+			Check  string `json:"check"`
+			Tenant string `json:"tenant"`
+			Object struct {
+				Kind      string `json:"kind"`
+				Namespace string `json:"namespace"`
+				Name      string `json:"name"`
+			} `json:"object"`
+			Fix string `json:"fix"`
+		} `json:"findings"`
+	}
+)
+
+// checkOperatorCLI runs the built `gpu-tenancy` binary against the local stack. It expects the state the quota and
+// allocation checks leave: tenants legal-ai (gpu-whole, quota 3) and research-ai (gpu-slice, quota 2) on the
+// simulated hardware; legal-ai holding whole-a and whole-b with pod whole-c waiting for a third whole GPU, and
+// research-ai holding one MIG device through a claim template. It changes nothing it does not restore.
+func checkOperatorCLI(t *testing.T, ctx context.Context) {
+	const (
+		legalTenant    = "legal-ai"
+		researchTenant = "research-ai"
+		wholeClass     = "gpu-whole"
+		sliceClass     = "gpu-slice"
+	)
+	bin := filepath.Join(t.TempDir(), "gpu-tenancy")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/gpu-tenancy")
+	build.Dir = repoRoot
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "building the CLI: %s", out)
+
+	cli := func(t *testing.T, into any, args ...string) (code int, stderr string) {
+		t.Helper()
+		var stdout, errOut bytes.Buffer
+		cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", kubeconfig, "-o", "json")...)
+		cmd.Stdout, cmd.Stderr = &stdout, &errOut
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			require.NoError(t, err, "running gpu-tenancy %v", args)
+		}
+		require.NoError(t, json.Unmarshal(stdout.Bytes(), into), "gpu-tenancy %v printed %q (stderr %q)", args, stdout.String(), errOut.String())
+		return cmd.ProcessState.ExitCode(), errOut.String()
+	}
+
+	t.Run("capacity counts the simulated hardware and the tenants' holdings", func(t *testing.T) {
+		var rep cliCapacity
+		code, stderr := cli(t, &rep, "capacity")
+		require.Equal(t, 0, code, stderr)
+		assert.Equal(t, "gpu-tenancy.io/v1alpha1", rep.APIVersion)
+		assert.Equal(t, "CapacityReport", rep.Kind)
+		classes := map[string][3]int{}
+		for _, c := range rep.Classes {
+			classes[c.Name] = [3]int{c.Exist, c.Allocated, c.Free}
+		}
+		assert.Equal(t, [3]int{2, 2, 0}, classes[wholeClass], "gpu-whole: exist, allocated, free")
+		assert.Equal(t, [3]int{7, 1, 6}, classes[sliceClass], "gpu-slice: exist, allocated, free")
+		for _, u := range rep.Tenants {
+			switch {
+			case u.Tenant == legalTenant && u.Class == wholeClass:
+				assert.True(t, u.Granted)
+				assert.Equal(t, 2, u.Allocated)
+				assert.Equal(t, 1, u.Pending, "whole-c")
+				if assert.NotNil(t, u.Quota) && assert.NotNil(t, u.Requested) {
+					assert.Equal(t, int64(3), *u.Quota)
+					assert.Equal(t, int64(3), *u.Requested, "whole-a, whole-b and whole-c are requested")
+				}
+			case u.Tenant == researchTenant && u.Class == sliceClass:
+				assert.True(t, u.Granted)
+				assert.Equal(t, 1, u.Allocated)
+				if assert.NotNil(t, u.Quota) {
+					assert.Equal(t, int64(2), *u.Quota)
+				}
+			}
+		}
+		gpus, devices := 0, 0
+		for _, p := range rep.Pools {
+			gpus += p.PhysicalGPUs
+			devices += p.Devices
+		}
+		assert.Equal(t, 3, gpus, "three physical A100s: two whole, one in seven MIG devices")
+		assert.Equal(t, 9, devices)
+	})
+
+	t.Run("pending shows whole-c with the scheduler's reason", func(t *testing.T) {
+		ns := naming.Namespace(legalTenant)
+		var message string
+		var rep cliPending
+		// Poll: the scheduler may retry the pod and rewrite its condition in between.
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			pod, err := client.CoreV1().Pods(ns).Get(ctx, "whole-c", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			message = ""
+			for _, c := range pod.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+					message = c.Message
+				}
+			}
+			rep = cliPending{}
+			code, stderr := cli(t, &rep, "pending")
+			require.Equal(t, 0, code, stderr)
+			for _, c := range rep.Claims {
+				if c.Namespace == ns && c.Claim == "whole-c" {
+					for _, r := range c.Reasons {
+						if message != "" && r.Kind == "Unschedulable" && strings.Contains(r.Message, message) {
+							return c.AgeSeconds > 1, nil
+						}
+					}
+				}
+			}
+			return false, nil
+		})
+		require.NoError(t, err, "whole-c with the scheduler's message %q in %+v", message, rep)
+		assert.Equal(t, "PendingReport", rep.Kind)
+		for _, c := range rep.Claims {
+			if c.Claim == "whole-c" {
+				assert.Equal(t, legalTenant, c.Tenant)
+				assert.Equal(t, []string{wholeClass}, c.Classes)
+				assert.Equal(t, []string{"whole-c"}, c.Pods)
+			}
+		}
+
+		code, stderr := cli(t, &rep, "pending", "--older-than", "1s")
+		assert.Equal(t, 1, code, "a claim older than --older-than fails the run")
+		assert.Contains(t, stderr, "waited longer than 1s")
+		code, _ = cli(t, &rep, "pending", "--older-than", "24h")
+		assert.Equal(t, 0, code)
+	})
+
+	t.Run("audit reports a deleted limit range until it is restored", func(t *testing.T) {
+		ns := naming.Namespace(researchTenant)
+		limitRanges := client.CoreV1().LimitRanges(ns)
+		missing := func(rep cliAudit) bool {
+			for _, f := range rep.Findings {
+				if f.Check == "LimitRangeMissing" && f.Object.Namespace == ns && f.Object.Name == naming.ContainerDefaults {
+					return f.Tenant == researchTenant && f.Fix != ""
+				}
+			}
+			return false
+		}
+		var rep cliAudit
+		cli(t, &rep, "audit")
+		assert.Equal(t, "AuditReport", rep.Kind)
+		require.False(t, missing(rep), "the stack's limit range is in place: %+v", rep.Findings)
+
+		saved, err := limitRanges.Get(ctx, naming.ContainerDefaults, metav1.GetOptions{})
+		require.NoError(t, err)
+		restore := &corev1.LimitRange{
+			ObjectMeta: metav1.ObjectMeta{Name: saved.Name, Namespace: saved.Namespace, Labels: saved.Labels, Annotations: saved.Annotations},
+			Spec:       saved.Spec,
+		}
+		require.NoError(t, limitRanges.Delete(ctx, naming.ContainerDefaults, metav1.DeleteOptions{}))
+		restored := false
+		t.Cleanup(func() {
+			if !restored {
+				_, err := limitRanges.Create(context.Background(), restore, metav1.CreateOptions{})
+				assert.NoError(t, err, "restoring the limit range")
+			}
+		})
+
+		rep = cliAudit{}
+		code, stderr := cli(t, &rep, "audit")
+		assert.Equal(t, 1, code, "a finding fails the run")
+		assert.Contains(t, stderr, "audit:")
+		assert.True(t, missing(rep), "LimitRangeMissing for %s in %+v", ns, rep.Findings)
+
+		_, err = limitRanges.Create(ctx, restore, metav1.CreateOptions{})
+		require.NoError(t, err)
+		restored = true
+		rep = cliAudit{}
+		cli(t, &rep, "audit")
+		assert.False(t, missing(rep), "restored: %+v", rep.Findings)
+	})
+}
