@@ -7,9 +7,10 @@ GO_TEST_FLAGS ?= -timeout 40m
 
 .PHONY: test unit lint build tools plan plan-check demo demo-down preview up stack
 
-## build: compile every package
+## build: compile every package, and the operators' CLI into bin/gpu-tenancy
 build:
 	go build ./...
+	go build -o bin/gpu-tenancy ./cmd/gpu-tenancy
 
 ## lint: gofmt, go vet and actionlint on the workflows
 lint:

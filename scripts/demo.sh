@@ -8,6 +8,14 @@ case "${1:-up}" in
 up)
 	scripts/local-cluster.sh up
 	go run ./scripts/demo up
+	go build -o bin/gpu-tenancy ./cmd/gpu-tenancy
+	kubeconfig=.tools/local-cluster/kubeconfig
+	echo
+	echo "==> bin/gpu-tenancy capacity: devices per class, and what each tenant holds against its quota"
+	bin/gpu-tenancy capacity --kubeconfig "$kubeconfig"
+	echo
+	echo "==> bin/gpu-tenancy pending: claims that wait, and why"
+	bin/gpu-tenancy pending --kubeconfig "$kubeconfig"
 	;;
 down)
 	if scripts/local-cluster.sh status >/dev/null 2>&1; then

@@ -196,6 +196,13 @@ func controlPlaneArgs(args *ClusterArgs) *container.ClusterArgs {
 		// GKE enforces NetworkPolicy only with Dataplane V2 (or the Calico add-on); without it the tenants' isolation
 		// and metadata-endpoint block would be silently ignored (cloud.google.com/kubernetes-engine/docs/concepts/dataplane-v2).
 		DatapathProvider: pulumi.String("ADVANCED_DATAPATH"),
+		// Managed collection runs the scrapes of ClusterPodMonitoring objects, which the alerts read
+		// (https://cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed); SYSTEM_COMPONENTS is GKE's own
+		// default, stated so the block is complete.
+		MonitoringConfig: &container.ClusterMonitoringConfigArgs{
+			EnableComponents:  pulumi.ToStringArray([]string{"SYSTEM_COMPONENTS"}),
+			ManagedPrometheus: &container.ClusterMonitoringConfigManagedPrometheusArgs{Enabled: pulumi.Bool(true)},
+		},
 	}
 	if args.ReleaseChannel != "" {
 		cp.ReleaseChannel = &container.ClusterReleaseChannelArgs{Channel: pulumi.String(args.ReleaseChannel)}

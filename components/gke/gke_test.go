@@ -211,6 +211,9 @@ func TestControlPlane(t *testing.T) {
 		{"workload identity pool of the project", func(t *testing.T) {
 			assert.Equal(t, args.Project+".svc.id.goog", at(in, "workloadIdentityConfig", "workloadPool").StringValue())
 		}},
+		{"managed Prometheus collection for the alerts' scrapes", func(t *testing.T) {
+			assert.Equal(t, true, at(in, "monitoringConfig", "managedPrometheus", "enabled").BoolValue())
+		}},
 		{"network policies enforced by Dataplane V2", func(t *testing.T) {
 			assert.Equal(t, "ADVANCED_DATAPATH", in["datapathProvider"].StringValue())
 		}},

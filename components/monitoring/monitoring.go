@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
@@ -27,8 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// DefaultDriverNamespace is where the NVIDIA DRA driver runs unless told otherwise (components/dra DefaultNamespace).
-const DefaultDriverNamespace = "dra-driver-nvidia-gpu"
+// DefaultDriverNamespace is where the NVIDIA DRA driver runs unless told otherwise.
+const DefaultDriverNamespace = dra.DefaultNamespace
 
 // maxScope keeps the job names, which also name Kubernetes objects and Cloud Monitoring labels, within 63 characters.
 const maxScope = 63 - len("gpu-tenancy--dra-kubelet-plugin")

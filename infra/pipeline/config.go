@@ -4,6 +4,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
 	"github.com/gpu-tenancy/gpu-tenancy/components/gke"
+	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring"
 	"github.com/gpu-tenancy/gpu-tenancy/components/scaleway"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
@@ -26,13 +27,14 @@ const (
 	keyPlatform      = "platform"
 	keyVCluster      = "vcluster"
 	keyAdmission     = "admission"
+	keyMonitoring    = "monitoring"
 	keyAdminPassword = "platformAdminPassword"
 	keyLicenseToken  = "platformLicenseToken"
 	keyAccessKey     = "platformAccessKey"
 )
 
 var knownKeys = []string{keyCloud, keyGKE, keyScaleway, keyExisting, keyKubeconfig, keyGPUPools, keyGPUClasses,
-	keyTenants, keyDRADriver, keyPlatform, keyVCluster, keyAdmission, keyAdminPassword, keyLicenseToken, keyAccessKey}
+	keyTenants, keyDRADriver, keyPlatform, keyVCluster, keyAdmission, keyMonitoring, keyAdminPassword, keyLicenseToken, keyAccessKey}
 
 // Clouds are the values of `gpu-tenancy:cloud`.
 var Clouds = []string{string(cluster.GKE), string(cluster.Scaleway), string(cluster.Existing)}
@@ -50,6 +52,7 @@ type Config struct {
 	Platform   PlatformConfig
 	VCluster   vcluster.Settings
 	Admission  tenancy.AdmissionArgs
+	Monitoring monitoring.Spec
 	Secrets    Secrets
 }
 

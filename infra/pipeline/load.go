@@ -56,6 +56,7 @@ func Load(src Source) (*Config, error) {
 		{keyGKE, &cfg.GKE}, {keyScaleway, &cfg.Scaleway}, {keyExisting, &cfg.Existing},
 		{keyGPUClasses, &cfg.GPUClasses}, {keyTenants, &cfg.Tenants}, {keyDRADriver, &cfg.DRADriver},
 		{keyPlatform, &cfg.Platform}, {keyVCluster, &cfg.VCluster}, {keyAdmission, &cfg.Admission},
+		{keyMonitoring, &cfg.Monitoring},
 	}
 	if pools := poolSpecs(&cfg); pools != nil {
 		objects = append(objects, struct {

@@ -317,6 +317,11 @@ func TestBadConfigs(t *testing.T) {
 			"gpu-tenancy:gpuClasses[1]", "mark it platformOnly"},
 		{"platform-only class granted", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["platformOnly"] = true }, nil,
 			"gpu-tenancy:gpuClasses[0].platformOnly", "granted to legal-ai"},
+		{"pending-claim alert sooner than a minute", goodGKE, func(tc testConfig) { tc["monitoring"] = obj{"pendingClaimAfter": "30s"} }, nil,
+			"gpu-tenancy:monitoring.pendingClaimAfter", "at least 1m"},
+		{"alert channels on a cloud without Cloud Monitoring", goodScaleway, func(tc testConfig) {
+			tc["monitoring"] = obj{"gke": obj{"notificationChannels": list{"projects/p/notificationChannels/1"}}}
+		}, nil, "gpu-tenancy:monitoring.gke.notificationChannels", "is not used on scaleway"},
 		{"privileged tenant", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["podSecurity"] = "privileged" }, nil,
 			"gpu-tenancy:tenants[0].podSecurity", `"baseline", "restricted"`},
 		{"platform namespace that is a tenant's", goodGKE, func(tc testConfig) {

@@ -10,6 +10,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
 	"github.com/gpu-tenancy/gpu-tenancy/components/gke"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/scaleway"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
@@ -32,7 +33,8 @@ func Program(baseDir string) pulumi.RunFunc {
 		if baseDir == "" {
 			baseDir = ctx.RootDirectory()
 		}
-		for _, chart := range []*helmchart.Chart{&cfg.DRADriver.Chart, &cfg.Platform.Chart, &cfg.VCluster.Chart} {
+		for _, chart := range []*helmchart.Chart{&cfg.DRADriver.Chart, &cfg.Platform.Chart, &cfg.VCluster.Chart,
+			&cfg.Monitoring.KubeStateMetrics.Chart} {
 			chart.Path = resolve(baseDir, chart.Path)
 		}
 		return build(ctx, cfg, baseDir)
@@ -93,6 +95,13 @@ func build(ctx *pulumi.Context, cfg *Config, baseDir string) error {
 	}, append(inCluster, pulumi.DependsOn(afterDriver))...)
 	if err != nil {
 		return fmt.Errorf("creating the GPU catalog: %w", err)
+	}
+	if cfg.Monitoring.EnabledFor(cl.Flavour) {
+		args := &monitoring.MonitoringArgs{Spec: cfg.Monitoring, Flavour: cl.Flavour, Project: cfg.GKE.Project,
+			DriverNamespace: dra.DefaultNamespace}
+		if _, err := monitoring.NewMonitoring(ctx, "monitoring", args, inCluster...); err != nil {
+			return fmt.Errorf("creating monitoring: %w", err)
+		}
 	}
 	tenants := pulumi.Map{}
 	for _, t := range cfg.Tenants {

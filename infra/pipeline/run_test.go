@@ -37,14 +37,15 @@ func count(rec *mocktest.Recorder, token string) int { return len(rec.ByType(tok
 
 func TestProgramBuildsEveryLayer(t *testing.T) {
 	cases := []struct {
-		stack    string
-		cluster  string
-		driver   int
-		platform int
+		stack      string
+		cluster    string
+		driver     int
+		platform   int
+		monitoring int
 	}{
-		{"gke-dev", "gpu-tenancy:gke:Cluster", 1, 1},
-		{"scw-dev", "gpu-tenancy:scaleway:Cluster", 1, 1},
-		{"local", "gpu-tenancy:cluster:Existing", 0, 0},
+		{"gke-dev", "gpu-tenancy:gke:Cluster", 1, 1, 1},
+		{"scw-dev", "gpu-tenancy:scaleway:Cluster", 1, 1, 1},
+		{"local", "gpu-tenancy:cluster:Existing", 0, 0, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.stack, func(t *testing.T) {
@@ -57,6 +58,7 @@ func TestProgramBuildsEveryLayer(t *testing.T) {
 			assert.Equal(t, 1, count(rec, c.cluster))
 			assert.Equal(t, c.driver, count(rec, "gpu-tenancy:dra:Driver"))
 			assert.Equal(t, c.platform, count(rec, "gpu-tenancy:vcluster:Platform"))
+			assert.Equal(t, c.monitoring, count(rec, "gpu-tenancy:monitoring:Monitoring"), "alerts on by default for cloud stacks, off on an existing cluster")
 			assert.Equal(t, 1, count(rec, "gpu-tenancy:tenancy:Catalog"))
 			assert.Equal(t, 2, count(rec, "gpu-tenancy:tenancy:Tenant"), "legal-ai and research-ai")
 			assert.Equal(t, 2, count(rec, "gpu-tenancy:vcluster:VirtualCluster"))

@@ -47,6 +47,7 @@ func validate(c *Config) field.ErrorList {
 	}
 	errs = append(errs, c.VCluster.Validate(path(keyVCluster))...)
 	errs = append(errs, c.Admission.Validate(path(keyAdmission), c.TenantNames())...)
+	errs = append(errs, c.Monitoring.ValidateFor(path(keyMonitoring), c.Cloud)...)
 	return errs
 }
 

@@ -99,6 +99,9 @@ func up(ctx context.Context) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	if err := oversubscribe(ctx, cs, tenants[0]); err != nil {
+		return err
+	}
 	fmt.Printf(`
 Look around:
   export KUBECONFIG=%s
@@ -168,6 +171,33 @@ func claimAndRun(ctx context.Context, cs kubernetes.Interface, ns, name, class s
 		return probe.Allocation{}, err
 	}
 	return probe.WaitAllocated(ctx, cs, ns, name, time.Minute)
+}
+
+// oversubscribe has the first tenant ask for one device of its first class more than the simulated pool holds
+// (within its quota), so `gpu-tenancy pending` has a waiting claim to show, with the scheduler's reason.
+func oversubscribe(ctx context.Context, cs kubernetes.Interface, t pipeline.TenantConfig) error {
+	if len(t.Classes) == 0 {
+		return nil
+	}
+	class, ns := t.Classes[0], naming.Namespace(t.Name)
+	slices, err := cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	devices := 0
+	for _, s := range slices.Items {
+		if strings.HasPrefix(s.Spec.Pool.Name, "gpu-a100-whole-") {
+			devices += len(s.Spec.Devices)
+		}
+	}
+	for i := 1; i <= devices; i++ {
+		name := fmt.Sprintf("demo-%s-%d", class, i)
+		if err := probe.Run(ctx, cs, ns, name, class); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	fmt.Printf("\n==> %s asks for %d more %s devices; the pool has %d in all, so one claim waits\n", t.Name, devices, class, devices)
+	return nil
 }
 
 // foreignClass is a class granted to another tenant but not to t.

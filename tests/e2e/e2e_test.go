@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -59,13 +61,22 @@ func newStackEnv(t *testing.T) *stackEnv {
 // handed over as the secret `gpu-tenancy:kubeconfig`, so the state check can look for a secret config value.
 func (s *stackEnv) open(ctx context.Context, tenants []pipeline.TenantConfig) *engine.Stack {
 	s.t.Helper()
+	return s.openWith(ctx, tenants, nil)
+}
+
+// openWith is open with the GPU classes replaced too, when given.
+func (s *stackEnv) openWith(ctx context.Context, tenants []pipeline.TenantConfig, classes []tenancy.GPUClass) *engine.Stack {
+	s.t.Helper()
 	raw, err := os.ReadFile(kubeconfig)
 	require.NoError(s.t, err)
 	cfg := map[string]string{pipeline.Namespace + ":existing": `{}`}
-	if tenants != nil {
-		raw, err := json.Marshal(tenants)
+	for key, value := range map[string]any{"tenants": tenants, "gpuClasses": classes} {
+		if reflect.ValueOf(value).IsNil() {
+			continue
+		}
+		raw, err := json.Marshal(value)
 		require.NoError(s.t, err)
-		cfg[pipeline.Namespace+":tenants"] = string(raw)
+		cfg[pipeline.Namespace+":"+key] = string(raw)
 	}
 	st, err := engine.Open(ctx, engine.Options{
 		RepoRoot: repoRoot, Stack: "local", WorkDir: s.workDir, StateDir: s.stateDir,
@@ -74,6 +85,16 @@ func (s *stackEnv) open(ctx context.Context, tenants []pipeline.TenantConfig) *e
 	})
 	require.NoError(s.t, err)
 	return st
+}
+
+// classes are the local stack's GPU classes, those named marked platform-only.
+func (s *stackEnv) classes(platformOnly ...string) []tenancy.GPUClass {
+	var out []tenancy.GPUClass
+	require.NoError(s.t, json.Unmarshal([]byte(s.base.Values[pipeline.Namespace+":gpuClasses"]), &out))
+	for i := range out {
+		out[i].PlatformOnly = slices.Contains(platformOnly, out[i].Name)
+	}
+	return out
 }
 
 func (s *stackEnv) tenants() []pipeline.TenantConfig {
@@ -167,6 +188,8 @@ func TestLocalStack(t *testing.T) {
 	t.Run("every cloud metadata endpoint is blocked", func(t *testing.T) { checkMetadataBlocked(t, ctx) })
 	t.Run("device quotas hold and allocation is real", func(t *testing.T) { checkQuotaAndAllocation(t, ctx) })
 	t.Run("claim status cannot be forged", func(t *testing.T) { checkClaimStatusGuard(t, ctx) })
+	t.Run("the operators' CLI reports capacity, waiting claims and findings", func(t *testing.T) { checkOperatorCLI(t, ctx) })
+	t.Run("the pending-claim alert fires for the waiting tenant only", func(t *testing.T) { checkPendingClaimAlert(t, ctx) })
 	t.Run("the state holds no secret in plain text", func(t *testing.T) { checkState(t, env) })
 	t.Run("stack changes apply just that change", func(t *testing.T) { checkChanges(t, ctx, env) })
 

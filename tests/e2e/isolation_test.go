@@ -283,9 +283,10 @@ func checkGrantLifecycle(t *testing.T, ctx context.Context, env *stackEnv) {
 		return err
 	})
 
+	// No tenant holds gpu-slice any more: the config must say it is the platform's.
 	revoked := slices.Clone(tenants)
 	revoked[1].Classes, revoked[1].GPUQuota = []string{whole}, map[string]int{whole: 1}
-	_, err = env.open(ctx, revoked).Up(ctx)
+	_, err = env.openWith(ctx, revoked, env.classes(slice)).Up(ctx)
 	require.NoError(t, err)
 	start := time.Now()
 	within(t, ctx, 5*time.Second, func() error {
@@ -325,9 +326,9 @@ func checkGrantLifecycle(t *testing.T, ctx context.Context, env *stackEnv) {
 	})
 
 	t.Run("every tenant removed, one added back, and its grant works", func(t *testing.T) {
-		_, err := env.open(ctx, []pipeline.TenantConfig{}).Up(ctx)
+		_, err := env.openWith(ctx, []pipeline.TenantConfig{}, env.classes(whole, slice)).Up(ctx)
 		require.NoError(t, err)
-		_, err = env.open(ctx, tenants[:1]).Up(ctx)
+		_, err = env.openWith(ctx, tenants[:1], env.classes(slice)).Up(ctx)
 		require.NoError(t, err)
 		lns := naming.Namespace(legal)
 		require.NoError(t, probe.WaitServiceAccount(ctx, client, lns, time.Minute))
