@@ -13,6 +13,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 )
 
 // ClusterArgs describe the cluster; a stack's `gke` block decodes into it and its `gpuPools` into GPUPools.
@@ -108,7 +109,8 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		return nil, fmt.Errorf("registering GKE cluster %q: %w", name, err)
 	}
 
-	controlPlane, err := container.NewCluster(ctx, name, controlPlaneArgs(args), pulumi.Parent(comp))
+	stack := naming.CostStackValue(ctx.Project(), ctx.Stack())
+	controlPlane, err := container.NewCluster(ctx, name, controlPlaneArgs(args, stack), pulumi.Parent(comp))
 	if err != nil {
 		return nil, fmt.Errorf("creating GKE cluster %q: %w", name, err)
 	}
@@ -129,6 +131,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		NodeConfig: &container.NodePoolNodeConfigArgs{
 			MachineType:            pulumi.String(args.SystemPool.machineType()),
 			WorkloadMetadataConfig: gkeMetadata(),
+			ResourceLabels:         pulumi.ToStringMap(naming.CostLabels(stack, naming.CostSystemPool, "")),
 		},
 	}, pulumi.Parent(comp), ignoreNodeCounts())
 	if err != nil {
@@ -138,7 +141,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	pools := []pulumi.Resource{comp.SystemPool}
 	for _, p := range args.GPUPools {
 		contract, _ := PoolContract(p)
-		pool, err := newGPUPool(ctx, name, args, p, contract, controlPlane, comp)
+		pool, err := newGPUPool(ctx, name, args, p, contract, stack, controlPlane, comp)
 		if err != nil {
 			return nil, fmt.Errorf("creating GPU pool %q of GKE cluster %q: %w", p.Name, name, err)
 		}
@@ -181,7 +184,7 @@ func (c *Cluster) Contract() *cluster.Cluster {
 	}
 }
 
-func controlPlaneArgs(args *ClusterArgs) *container.ClusterArgs {
+func controlPlaneArgs(args *ClusterArgs, stack string) *container.ClusterArgs {
 	cp := &container.ClusterArgs{
 		Project: pulumi.String(args.Project),
 		// A zone, not a region: one control plane, and pools default to this zone only.
@@ -203,6 +206,10 @@ func controlPlaneArgs(args *ClusterArgs) *container.ClusterArgs {
 			EnableComponents:  pulumi.ToStringArray([]string{"SYSTEM_COMPONENTS"}),
 			ManagedPrometheus: &container.ClusterMonitoringConfigManagedPrometheusArgs{Enabled: pulumi.Bool(true)},
 		},
+		// Cost allocation puts each workload's namespace and Kubernetes labels into the Cloud Billing export, next to
+		// the resource labels (https://cloud.google.com/kubernetes-engine/docs/how-to/cost-allocations).
+		CostManagementConfig: &container.ClusterCostManagementConfigArgs{Enabled: pulumi.Bool(true)},
+		ResourceLabels:       pulumi.ToStringMap(naming.CostLabels(stack, "", "")),
 	}
 	if args.ReleaseChannel != "" {
 		cp.ReleaseChannel = &container.ClusterReleaseChannelArgs{Channel: pulumi.String(args.ReleaseChannel)}
@@ -213,7 +220,7 @@ func controlPlaneArgs(args *ClusterArgs) *container.ClusterArgs {
 	return cp
 }
 
-func newGPUPool(ctx *pulumi.Context, name string, args *ClusterArgs, p GPUPoolSpec, contract cluster.GPUPool,
+func newGPUPool(ctx *pulumi.Context, name string, args *ClusterArgs, p GPUPoolSpec, contract cluster.GPUPool, stack string,
 	controlPlane *container.Cluster, parent pulumi.Resource) (*container.NodePool, error) {
 	effect, ok := taintEffects[contract.Taint.Effect]
 	if !ok {
@@ -245,6 +252,7 @@ func newGPUPool(ctx *pulumi.Context, name string, args *ClusterArgs, p GPUPoolSp
 			ImageType:              pulumi.String("COS_CONTAINERD"),
 			GuestAccelerators:      container.NodePoolNodeConfigGuestAcceleratorArray{accelerator},
 			Labels:                 pulumi.ToStringMap(contract.Labels),
+			ResourceLabels:         pulumi.ToStringMap(naming.CostLabels(stack, p.Name, contract.Model.Key)),
 			WorkloadMetadataConfig: gkeMetadata(),
 			Taints: container.NodePoolNodeConfigTaintArray{&container.NodePoolNodeConfigTaintArgs{
 				Key:    pulumi.String(contract.Taint.Key),

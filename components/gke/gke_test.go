@@ -1,6 +1,7 @@
 package gke
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -8,9 +9,11 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
 )
 
@@ -146,6 +149,11 @@ func TestGPUPools(t *testing.T) {
 				assert.Equal(t, "gke-1234", in["cluster"].StringValue())
 				assert.Equal(t, args.Project, in["project"].StringValue())
 			}},
+			{"resource labels name the stack, the pool and the GPU model", func(t *testing.T) {
+				assert.Equal(t, map[string]any{
+					naming.CostStackKey: "gpu-tenancy_test", naming.CostPoolKey: p.Name, naming.CostGPUModelKey: "a100-40gb",
+				}, at(in, "nodeConfig", "resourceLabels").Mappable())
+			}},
 			{"replaced by deleting first", func(t *testing.T) {
 				assert.True(t, reg.Request.GetDeleteBeforeReplace())
 				assert.Subset(t, reg.Request.GetIgnoreChanges(), []string{"initialNodeCount", "nodeCount"})
@@ -179,6 +187,10 @@ func TestSystemPool(t *testing.T) {
 				v, ok := at(in, "nodeConfig").ObjectValue()[k]
 				assert.False(t, ok && !v.IsNull(), "system pool has %s %v", k, v)
 			}
+		}},
+		{"resource labels name the stack and the system pool, no GPU model", func(t *testing.T) {
+			assert.Equal(t, map[string]any{naming.CostStackKey: "gpu-tenancy_test", naming.CostPoolKey: naming.CostSystemPool},
+				at(in, "nodeConfig", "resourceLabels").Mappable())
 		}},
 		{"autonamed so a replacement comes up first", func(t *testing.T) {
 			_, named := in["name"]
@@ -216,6 +228,12 @@ func TestControlPlane(t *testing.T) {
 		}},
 		{"network policies enforced by Dataplane V2", func(t *testing.T) {
 			assert.Equal(t, "ADVANCED_DATAPATH", in["datapathProvider"].StringValue())
+		}},
+		{"cost allocation on", func(t *testing.T) {
+			assert.Equal(t, map[string]any{"enabled": true}, in["costManagementConfig"].Mappable())
+		}},
+		{"resource labels name the stack", func(t *testing.T) {
+			assert.Equal(t, map[string]any{naming.CostStackKey: "gpu-tenancy_test"}, in["resourceLabels"].Mappable())
 		}},
 		{"default pool removed", func(t *testing.T) {
 			assert.True(t, in["removeDefaultNodePool"].BoolValue())
@@ -369,6 +387,46 @@ func TestRejectsImpossibleArgs(t *testing.T) {
 				return err
 			}, pulumi.WithMocks("gpu-tenancy", "test", &mocktest.Recorder{}))
 			assert.ErrorContains(t, err, `GKE cluster "gke"`)
+		})
+	}
+}
+
+func TestCostStackValueIsValidHere(t *testing.T) {
+	for _, stack := range []string{"dev", "Prod", "eu.prod.1", "dev-", strings.Repeat("s", 80)} {
+		got := naming.CostStackValue("gpu-tenancy", stack)
+		assert.Empty(t, validateLabelValue(field.NewPath("stack"), naming.CostStackKey, got), "%q is a valid GCP label value", got)
+	}
+}
+
+func TestValidateRefusesPoolNamesThatAreNoLabelValues(t *testing.T) {
+	for _, tc := range []struct {
+		name, pool string
+	}{
+		{"upper case", "A100"},
+		{"a dot", "a100.whole"},
+		{"longer than 63 characters", strings.Repeat("a", 64)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := testArgs()
+			args.GPUPools[0].Name = tc.pool
+			errs := args.Validate(field.NewPath("gpu-tenancy:gke"), field.NewPath("gpu-tenancy:gpuPools"))
+			var labelErrs []string
+			for _, e := range errs {
+				if strings.Contains(e.Detail, "GCP label "+naming.CostPoolKey) {
+					labelErrs = append(labelErrs, e.Field)
+				}
+			}
+			assert.Equal(t, []string{"gpu-tenancy:gpuPools[0].name"}, labelErrs, "%v", errs)
+		})
+	}
+}
+
+// Every accelerator's GPU model becomes a label value: a table entry whose key GCP would refuse must fail here, not at
+// `up`.
+func TestEveryAcceleratorModelIsALabelValue(t *testing.T) {
+	for name, acc := range accelerators {
+		t.Run(name, func(t *testing.T) {
+			assert.Empty(t, validateLabelValue(field.NewPath("accelerator"), naming.CostGPUModelKey, acc.model.Key))
 		})
 	}
 }

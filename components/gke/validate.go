@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -61,11 +62,13 @@ func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 		pp := poolsPath.Index(i)
 		names[i] = pool.Name
 		errs = append(errs, pool.PoolSpec.Validate(pp)...)
+		errs = append(errs, validateLabelValue(pp.Child("name"), naming.CostPoolKey, pool.Name)...)
 		acc, ok := accelerators[pool.Accelerator]
 		if !ok {
 			errs = append(errs, fieldcheck.OneOf(pp.Child("accelerator"), pool.Accelerator, slices.Sorted(maps.Keys(accelerators))))
 			continue
 		}
+		errs = append(errs, validateLabelValue(pp.Child("accelerator"), naming.CostGPUModelKey, acc.model.Key)...)
 		errs = append(errs, validateMachine(pp, pool, acc)...)
 		if zoneOK && !a.AllowUnlistedZone {
 			errs = append(errs, cluster.ValidateZoneOffers(pp.Child("accelerator"), pool.Accelerator, acc.zones, a.Zone, path)...)

@@ -18,7 +18,19 @@ import (
 const (
 	gmpAPIVersion            = "monitoring.googleapis.com/v1"
 	clusterPodMonitoringKind = "ClusterPodMonitoring"
+	clusterRulesKind         = "ClusterRules"
 )
+
+// clusterRulesSpec is v1.RulesSpec (pkg/operator/apis/monitoring/v1/rules_types.go). The recording rules go to
+// ClusterRules, not to Cloud Monitoring like the alerts: Cloud Monitoring alert policies only alert. The managed rule
+// evaluator, which GKE runs wherever managed collection is on, evaluates ClusterRules against the project's metrics
+// scoped to this cluster (every selector gets the cluster's project_id, location and cluster, and so does every
+// result) and writes the results back, where PromQL in Cloud Monitoring reads them
+// (https://cloud.google.com/stackdriver/docs/managed-prometheus/rules-managed; rules_config.go ClusterRules
+// RuleGroupsConfig). Namespaced Rules would scope the selectors to their own namespace, away from the tenants' quotas.
+type clusterRulesSpec struct {
+	Groups []rules.Group `json:"groups"`
+}
 
 // clusterPodMonitoringSpec is v1.ClusterPodMonitoringSpec. Its job label is the object's name.
 type clusterPodMonitoringSpec struct {

@@ -1,8 +1,8 @@
 // Package monitoring provisions the platform's alerts with `up`: kube-state-metrics (v2.20.0 or later, for
-// kube_pod_resourceclaim_info), scrapes of it and of the NVIDIA DRA kubelet plugin, and the alert rules of package
-// rules, rendered for the cluster's flavour. On prometheus-operator clusters (Scaleway, existing) they become a
-// PrometheusRule and PodMonitors; on GKE, Managed Service for Prometheus ClusterPodMonitorings and one Cloud
-// Monitoring alert policy per rule, with the same PromQL.
+// kube_pod_resourceclaim_info), scrapes of it and of the NVIDIA DRA kubelet plugin, and the alert and showback
+// recording rules of package rules, rendered for the cluster's flavour. On prometheus-operator clusters (Scaleway,
+// existing) they become PrometheusRules and PodMonitors; on GKE, Managed Service for Prometheus ClusterPodMonitorings,
+// one Cloud Monitoring alert policy per alert rule, with the same PromQL, and ClusterRules for the recording rules.
 package monitoring
 
 import (
@@ -48,6 +48,9 @@ type MonitoringArgs struct {
 	// Scope tells this cluster's scrape jobs from other clusters' in a shared metrics store (all GKE clusters of a
 	// project share Cloud Monitoring); default the stack name, lower-cased to a DNS label.
 	Scope string
+	// Prices price the GPU classes in the showback recording rules; without prices only the devices are recorded. The
+	// pipeline checks the priced classes against the catalog.
+	Prices rules.Prices
 }
 
 // Monitoring is the installed alerting.
@@ -60,8 +63,10 @@ type Monitoring struct {
 	KubeStateMetrics *helmv3.Release
 	// Jobs are the scrape jobs the rules read.
 	Jobs rules.Jobs
-	// Rules are the rules as rendered.
+	// Rules are the alert rules as rendered.
 	Rules []rules.Rule
+	// Recordings are the showback recording rules as rendered.
+	Recordings []rules.Recording
 	// AlertPolicies are the Cloud Monitoring policies, one per rule, on GKE only.
 	AlertPolicies []*monitoring.AlertPolicy
 }
@@ -89,6 +94,9 @@ type resolved struct {
 func (a *MonitoringArgs) resolve(stack string) (*resolved, error) {
 	var errs []error
 	for _, e := range a.Spec.ValidateFor(field.NewPath("monitoring"), a.Flavour) {
+		errs = append(errs, e)
+	}
+	for _, e := range a.Prices.Validate(field.NewPath("prices"), a.Prices.Classes()) {
 		errs = append(errs, e)
 	}
 	if a.DriverNamespace != "" {
@@ -143,7 +151,9 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 		return nil, fmt.Errorf("creating monitoring %q: %w", name, err)
 	}
 	m := &Monitoring{Jobs: rules.JobsFor(cfg.scope)}
-	m.Rules = rules.Rules(cfg.spec.params(m.Jobs))
+	params := cfg.spec.params(m.Jobs)
+	params.Prices = args.Prices
+	m.Rules, m.Recordings = rules.Rules(params), rules.Recordings(params)
 	opts = append(opts, pulumi.Transformations([]pulumi.ResourceTransformation{outliveCluster}))
 	if err := ctx.RegisterComponentResource("gpu-tenancy:monitoring:Monitoring", name, m, opts...); err != nil {
 		return nil, fmt.Errorf("registering monitoring %q: %w", name, err)
@@ -155,7 +165,7 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 	if err != nil {
 		return nil, fmt.Errorf("creating monitoring namespace %q: %w", cfg.namespace, err)
 	}
-	vals, err := helmchart.Values(chartValues(rules.KubeStateMetrics(m.Rules), cfg.imageTag))
+	vals, err := helmchart.Values(chartValues(rules.KubeStateMetrics(m.Rules, m.Recordings...), cfg.imageTag))
 	if err != nil {
 		return nil, fmt.Errorf("creating kube-state-metrics release: %w", err)
 	}
@@ -246,7 +256,8 @@ func (m *Monitoring) newCustomResource(ctx *pulumi.Context, c customResource) er
 	return nil
 }
 
-// renderOperator writes the rules as a PrometheusRule and the scrapes as PodMonitors.
+// renderOperator writes the alert rules and the recording rules as two PrometheusRules, and the scrapes as
+// PodMonitors.
 func (m *Monitoring) renderOperator(ctx *pulumi.Context, name string, cfg *resolved, ns *corev1.Namespace) error {
 	namespace := ns.Metadata.Name().Elem()
 	labels := cfg.spec.PrometheusOperator.Labels
@@ -257,6 +268,8 @@ func (m *Monitoring) renderOperator(ctx *pulumi.Context, name string, cfg *resol
 			kubeletPluginPodMonitor(cfg.driverNamespace, m.Jobs)},
 		{name + "-rules", operatorAPIVersion, prometheusRuleKind, PrometheusRuleName, namespace, labels,
 			prometheusRuleSpec{Groups: rules.Groups(m.Rules)}},
+		{name + "-showback", operatorAPIVersion, prometheusRuleKind, ShowbackRulesName, namespace, labels,
+			prometheusRuleSpec{Groups: rules.ShowbackGroups(m.Recordings)}},
 	} {
 		if err := m.newCustomResource(ctx, c); err != nil {
 			return err
@@ -265,13 +278,16 @@ func (m *Monitoring) renderOperator(ctx *pulumi.Context, name string, cfg *resol
 	return nil
 }
 
-// renderGKE writes the scrapes as ClusterPodMonitorings and each rule as a Cloud Monitoring alert policy.
+// renderGKE writes the scrapes as ClusterPodMonitorings, each alert rule as a Cloud Monitoring alert policy and the
+// recording rules as ClusterRules for the managed rule evaluator.
 func (m *Monitoring) renderGKE(ctx *pulumi.Context, name string, cfg *resolved, project string) error {
 	for _, c := range []customResource{
 		{name + "-kube-state-metrics", gmpAPIVersion, clusterPodMonitoringKind, m.Jobs.KubeStateMetrics, nil, nil,
 			kubeStateMetricsClusterPodMonitoring()},
 		{name + "-dra-kubelet-plugin", gmpAPIVersion, clusterPodMonitoringKind, m.Jobs.KubeletPlugin, nil, nil,
 			kubeletPluginClusterPodMonitoring()},
+		{name + "-showback", gmpAPIVersion, clusterRulesKind, ShowbackRulesName, nil, nil,
+			clusterRulesSpec{Groups: rules.ShowbackGroups(m.Recordings)}},
 	} {
 		if err := m.newCustomResource(ctx, c); err != nil {
 			return err

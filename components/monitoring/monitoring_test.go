@@ -22,6 +22,7 @@ const (
 	podMonitorType     = "kubernetes:monitoring.coreos.com/v1:PodMonitor"
 	prometheusRuleType = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
 	clusterPodMonType  = "kubernetes:monitoring.googleapis.com/v1:ClusterPodMonitoring"
+	clusterRulesType   = "kubernetes:monitoring.googleapis.com/v1:ClusterRules"
 	alertPolicyType    = "gcp:monitoring/alertPolicy:AlertPolicy"
 	providerType       = "pulumi:providers:kubernetes"
 )
@@ -91,12 +92,12 @@ func TestRegistrationsPerFlavour(t *testing.T) {
 		args MonitoringArgs
 		want map[string]int
 	}{
-		{"prometheus-operator clusters get a PrometheusRule and PodMonitors", scalewayArgs, map[string]int{
-			namespaceType: 1, releaseType: 1, podMonitorType: 2, prometheusRuleType: 1, clusterPodMonType: 0, alertPolicyType: 0}},
+		{"prometheus-operator clusters get PrometheusRules for alerts and showback, and PodMonitors", scalewayArgs, map[string]int{
+			namespaceType: 1, releaseType: 1, podMonitorType: 2, prometheusRuleType: 2, clusterPodMonType: 0, clusterRulesType: 0, alertPolicyType: 0}},
 		{"an existing cluster is rendered like Scaleway", MonitoringArgs{Flavour: cluster.Existing}, map[string]int{
-			namespaceType: 1, releaseType: 1, podMonitorType: 2, prometheusRuleType: 1, clusterPodMonType: 0, alertPolicyType: 0}},
-		{"GKE gets ClusterPodMonitorings and one alert policy per rule", gkeArgs, map[string]int{
-			namespaceType: 1, releaseType: 1, podMonitorType: 0, prometheusRuleType: 0, clusterPodMonType: 2, alertPolicyType: 4}},
+			namespaceType: 1, releaseType: 1, podMonitorType: 2, prometheusRuleType: 2, clusterPodMonType: 0, clusterRulesType: 0, alertPolicyType: 0}},
+		{"GKE gets ClusterPodMonitorings, one alert policy per rule and ClusterRules for showback", gkeArgs, map[string]int{
+			namespaceType: 1, releaseType: 1, podMonitorType: 0, prometheusRuleType: 0, clusterPodMonType: 2, clusterRulesType: 1, alertPolicyType: 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := run(t, tc.args, false)
@@ -408,6 +409,7 @@ func TestNewMonitoringRejectsInvalidArgs(t *testing.T) {
 		{"a scope that is not a DNS label", &MonitoringArgs{Flavour: cluster.Scaleway, Scope: "Prod EU"}, `scope "Prod EU"`},
 		{"a driver namespace that is not a DNS label", &MonitoringArgs{Flavour: cluster.Scaleway, DriverNamespace: "NVIDIA"}, `driver namespace "NVIDIA"`},
 		{"another flavour's section", &MonitoringArgs{Flavour: cluster.Scaleway, Spec: Spec{GKE: GKESpec{NotificationChannels: []string{"projects/p/notificationChannels/1"}}}}, "monitoring.gke.notificationChannels"},
+		{"invalid prices, named by their path", &MonitoringArgs{Flavour: cluster.Scaleway, Prices: rules.Prices{Currency: "euro", PerDeviceHour: map[string]float64{"gpu-whole": 2}}}, "prices.currency"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &mocktest.Recorder{}
@@ -419,4 +421,37 @@ func TestNewMonitoringRejectsInvalidArgs(t *testing.T) {
 			assert.Empty(t, rec.All(), "nothing is registered for invalid args")
 		})
 	}
+}
+
+var prices = rules.Prices{Currency: "EUR", PerDeviceHour: map[string]float64{"gpu-whole": 2.93, "gpu-slice": 0.42}}
+
+func TestShowbackRules(t *testing.T) {
+	priced := func(args MonitoringArgs) MonitoringArgs { args.Prices = prices; return args }
+	operatorRec, gkeRec := run(t, priced(scalewayArgs), false), run(t, priced(gkeArgs), false)
+	operator := get(t, operatorRec, prometheusRuleType, "monitoring-showback")
+	clusterRules := get(t, gkeRec, clusterRulesType, "monitoring-showback")
+	want, err := untyped(prometheusRuleSpec{Groups: rules.ShowbackGroups(rules.Recordings(rules.Params{Jobs: rules.JobsFor("gke-dev"), Prices: prices}))})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"the PrometheusRule holds the showback group, with the prices", specOf(t, operator), want},
+		{"the PrometheusRule is named for showback", operator.Inputs["metadata"].ObjectValue()["name"].StringValue(), ShowbackRulesName},
+		{"the PrometheusRule lives in the monitoring namespace", operator.Inputs["metadata"].ObjectValue()["namespace"].StringValue(), DefaultNamespace},
+		{"GKE's ClusterRules hold the same group", specOf(t, clusterRules), want},
+		{"the ClusterRules are cluster-scoped", clusterRules.Inputs["metadata"].ObjectValue()["namespace"].IsNull(), true},
+		{"a cost rule per priced class after the devices rule", len(at(t, want, "groups", 0, "rules").([]any)), 3},
+		{"GKE alert policies stay the four alerts", len(gkeRec.ByType(alertPolicyType)), 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, tc.got) })
+	}
+}
+
+func TestShowbackWithoutPricesRecordsDevicesOnly(t *testing.T) {
+	rule := get(t, run(t, scalewayArgs, false), prometheusRuleType, "monitoring-showback")
+	recorded := at(t, specOf(t, rule), "groups", 0, "rules").([]any)
+	require.Len(t, recorded, 1)
+	assert.Equal(t, rules.DevicesRequested, at(t, recorded[0], "record"))
 }

@@ -13,6 +13,8 @@ const (
 	prometheusRuleKind = "PrometheusRule"
 	// PrometheusRuleName names the PrometheusRule holding rules.GroupName.
 	PrometheusRuleName = "gpu-tenancy-dra-alerts"
+	// ShowbackRulesName names the PrometheusRule (or, on GKE, the ClusterRules) holding rules.ShowbackGroupName.
+	ShowbackRulesName = "gpu-tenancy-showback"
 )
 
 // prometheusRuleSpec is v1.PrometheusRuleSpec (prometheusrule_types.go).

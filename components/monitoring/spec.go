@@ -68,6 +68,14 @@ var (
 	imageTagRE            = regexp.MustCompile(`^v([0-9]+)\.([0-9]+)\.([0-9]+)$`)
 )
 
+// NamespaceOrDefault is the namespace monitoring runs in.
+func (s Spec) NamespaceOrDefault() string {
+	if s.Namespace == "" {
+		return DefaultNamespace
+	}
+	return s.Namespace
+}
+
 // EnabledFor says whether monitoring runs on a cluster of flavour f: as configured, else on for the clouds and off
 // for an existing cluster, which may have no prometheus-operator to read the rules.
 func (s Spec) EnabledFor(f cluster.Flavour) bool {

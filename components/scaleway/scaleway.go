@@ -15,6 +15,7 @@ import (
 	"github.com/pulumiverse/pulumi-scaleway/sdk/go/scaleway/network"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 )
 
 // ClusterArgs describe the cluster; a stack's `scaleway` block decodes into it and its `gpuPools` into GPUPools.
@@ -153,8 +154,9 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		return nil, fmt.Errorf("creating private network of Kapsule cluster %q: %w", name, err)
 	}
 
+	stack := naming.CostStackValue(ctx.Project(), ctx.Stack())
 	// The SDK marks the kubeconfigs output secret itself (AdditionalSecretOutputs in kubernetes.NewCluster).
-	comp.Kapsule, err = kubernetes.NewCluster(ctx, name, kapsuleArgs(args, comp.PrivateNetwork), pulumi.Parent(comp))
+	comp.Kapsule, err = kubernetes.NewCluster(ctx, name, kapsuleArgs(args, comp.PrivateNetwork, stack), pulumi.Parent(comp))
 	if err != nil {
 		return nil, fmt.Errorf("creating Kapsule cluster %q: %w", name, err)
 	}
@@ -163,9 +165,9 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 	// Autonamed, so a replacement is created before the old pool goes: a Kapsule cluster without a pool has no API.
 	sysMin, sysMax := args.SystemPool.bounds()
-	comp.SystemPool, err = kubernetes.NewPool(ctx, name+"-system",
-		poolArgs(args, comp.Kapsule, args.SystemPool.nodeType(), sysMin, sysMax),
-		pulumi.Parent(comp), ignoreSize())
+	sysArgs := poolArgs(args, comp.Kapsule, args.SystemPool.nodeType(), sysMin, sysMax)
+	sysArgs.Tags = pulumi.ToStringArray(tags(naming.CostLabels(stack, naming.CostSystemPool, "")))
+	comp.SystemPool, err = kubernetes.NewPool(ctx, name+"-system", sysArgs, pulumi.Parent(comp), ignoreSize())
 	if err != nil {
 		return nil, fmt.Errorf("creating system pool of Kapsule cluster %q: %w", name, err)
 	}
@@ -176,6 +178,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		pa := poolArgs(args, comp.Kapsule, p.NodeType, p.Min(), p.Max())
 		pa.Name = pulumi.String(p.Name)
 		pa.Labels = pulumi.ToStringMap(contract.Labels)
+		pa.Tags = pulumi.ToStringArray(tags(naming.CostLabels(stack, p.Name, contract.Model.Key)))
 		pa.Taints = kubernetes.PoolTaintArray{&kubernetes.PoolTaintArgs{
 			Key:    pulumi.String(contract.Taint.Key),
 			Value:  pulumi.String(contract.Taint.Value),
@@ -235,7 +238,7 @@ func (c *Cluster) Contract() *cluster.Cluster {
 	}
 }
 
-func kapsuleArgs(args *ClusterArgs, pn *network.PrivateNetwork) *kubernetes.ClusterArgs {
+func kapsuleArgs(args *ClusterArgs, pn *network.PrivateNetwork, stack string) *kubernetes.ClusterArgs {
 	day := args.AutoUpgrade.MaintenanceWindowDay
 	if day == "" {
 		day = "any"
@@ -250,6 +253,7 @@ func kapsuleArgs(args *ClusterArgs, pn *network.PrivateNetwork) *kubernetes.Clus
 		Cni:                       pulumi.String(args.CNI),
 		PrivateNetworkId:          pn.ID(),
 		DeleteAdditionalResources: pulumi.Bool(args.DeleteAdditionalResources),
+		Tags:                      pulumi.ToStringArray(tags(naming.CostLabels(stack, "", ""))),
 		// Always sent, so turning auto-upgrade off is a change the provider sees.
 		AutoUpgrade: &kubernetes.ClusterAutoUpgradeArgs{
 			Enable:                     pulumi.Bool(args.AutoUpgrade.enabled()),

@@ -1,6 +1,7 @@
 package scaleway
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -8,8 +9,10 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
 )
 
@@ -88,6 +91,9 @@ func TestKapsule(t *testing.T) {
 				"enable": true, "maintenanceWindowDay": "sunday", "maintenanceWindowStartHour": float64(3),
 			}, in["autoUpgrade"].Mappable())
 		}},
+		{"tagged with the stack", func(t *testing.T) {
+			assert.Equal(t, []any{naming.CostStackKey + "=gpu-tenancy_test"}, in["tags"].Mappable())
+		}},
 		{"autoscaler knobs set, unset ones left to Scaleway", func(t *testing.T) {
 			assert.Equal(t, map[string]any{
 				"disableScaleDown": false, "scaleDownUnneededTime": "15m", "expander": "least_waste",
@@ -142,6 +148,11 @@ func TestGPUPools(t *testing.T) {
 				}
 				assert.Equal(t, want, in["labels"].Mappable())
 			}},
+			{"tagged with the stack, the pool and the GPU model", func(t *testing.T) {
+				model := map[string]string{"l4": "l4", "h100-mig": "h100-pcie-80gb"}[p.Name]
+				assert.Equal(t, []any{naming.CostGPUModelKey + "=" + model, naming.CostPoolKey + "=" + p.Name, naming.CostStackKey + "=gpu-tenancy_test"},
+					in["tags"].Mappable())
+			}},
 			{"taint in Kubernetes casing", func(t *testing.T) {
 				assert.Equal(t, []any{map[string]any{
 					"key": cluster.GPUTaint.Key, "value": cluster.GPUTaint.Value, "effect": "NoSchedule",
@@ -169,6 +180,8 @@ func TestSystemPool(t *testing.T) {
 	assert.Equal(t, float64(*args.SystemPool.MaxNodes), in["maxSize"].NumberValue())
 	assert.Equal(t, args.Zone, in["zone"].StringValue())
 	assert.NotContains(t, in, resource.PropertyKey("taints"))
+	assert.Equal(t, []any{naming.CostPoolKey + "=" + naming.CostSystemPool, naming.CostStackKey + "=gpu-tenancy_test"}, in["tags"].Mappable(),
+		"stack and pool tags, no GPU model")
 	// Autonamed and created before its old self goes: without a pool a Kapsule cluster has no API.
 	assert.NotContains(t, in, resource.PropertyKey("name"))
 	assert.False(t, reg.Request.GetDeleteBeforeReplace())
@@ -255,6 +268,46 @@ func TestRejectsImpossibleArgs(t *testing.T) {
 				return err
 			}, pulumi.WithMocks("gpu-tenancy", "test", &mocktest.Recorder{}))
 			assert.ErrorContains(t, err, `Kapsule cluster "scw"`)
+		})
+	}
+}
+
+func TestCostStackValueIsValidHere(t *testing.T) {
+	for _, stack := range []string{"dev", "Prod", "eu.prod.1", "dev-", strings.Repeat("s", 80)} {
+		got := naming.CostStackValue("gpu-tenancy", stack)
+		assert.Empty(t, validateTagValue(field.NewPath("stack"), naming.CostStackKey, got), "%q is a valid tag value", got)
+	}
+}
+
+func TestValidateRefusesPoolNamesThatAreNoTagValues(t *testing.T) {
+	for _, tc := range []struct {
+		name, pool string
+	}{
+		{"a slash", "l4/a"},
+		{"longer than 63 characters", strings.Repeat("a", 64)},
+		{"ends with a dash", "l4-"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := testArgs()
+			args.GPUPools[0].Name = tc.pool
+			errs := args.Validate(field.NewPath("gpu-tenancy:scaleway"), field.NewPath("gpu-tenancy:gpuPools"))
+			var tagErrs []string
+			for _, e := range errs {
+				if strings.Contains(e.Detail, "tag "+naming.CostPoolKey) {
+					tagErrs = append(tagErrs, e.Field)
+				}
+			}
+			assert.Equal(t, []string{"gpu-tenancy:gpuPools[0].name"}, tagErrs, "%v", errs)
+		})
+	}
+}
+
+// Every node type's GPU model becomes a tag value: a table entry whose key the nodes could not carry as a label must
+// fail here, not at `up`.
+func TestEveryNodeTypeModelIsATagValue(t *testing.T) {
+	for name, nt := range nodeTypes {
+		t.Run(name, func(t *testing.T) {
+			assert.Empty(t, validateTagValue(field.NewPath("nodeType"), naming.CostGPUModelKey, nt.model.Key))
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -50,11 +51,13 @@ func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 		pp := poolsPath.Index(i)
 		names[i] = pool.Name
 		errs = append(errs, pool.PoolSpec.Validate(pp)...)
+		errs = append(errs, validateTagValue(pp.Child("name"), naming.CostPoolKey, pool.Name)...)
 		nt, ok := nodeTypes[pool.NodeType]
 		if !ok {
 			errs = append(errs, fieldcheck.OneOf(pp.Child("nodeType"), pool.NodeType, slices.Sorted(maps.Keys(nodeTypes))))
 			continue
 		}
+		errs = append(errs, validateTagValue(pp.Child("nodeType"), naming.CostGPUModelKey, nt.model.Key)...)
 		if zoneOK && !a.AllowUnlistedZone {
 			errs = append(errs, cluster.ValidateZoneOffers(pp.Child("nodeType"), pool.NodeType, nt.zones, a.Zone, path)...)
 		}

@@ -19,17 +19,21 @@ type File struct {
 	Groups []Group `json:"groups"`
 }
 
-// Group is a Prometheus rule group, the shape of a rule file's groups and of a PrometheusRule's spec.groups
-// (prometheus-operator v0.95.2 pkg/apis/monitoring/v1/prometheusrule_types.go RuleGroup).
+// Group is a Prometheus rule group, the shape of a rule file's groups, of a PrometheusRule's spec.groups
+// (prometheus-operator v0.95.2 pkg/apis/monitoring/v1/prometheusrule_types.go RuleGroup) and of a Managed Service for
+// Prometheus ClusterRules' spec.groups (GoogleCloudPlatform/prometheus-engine pkg/operator/apis/monitoring/v1/
+// rules_types.go RuleGroup).
 type Group struct {
-	Name     string         `json:"name"`
-	Interval string         `json:"interval,omitempty"`
-	Rules    []AlertingRule `json:"rules"`
+	Name     string      `json:"name"`
+	Interval string      `json:"interval,omitempty"`
+	Rules    []GroupRule `json:"rules"`
 }
 
-// AlertingRule is one alerting rule of a group.
-type AlertingRule struct {
-	Alert       string            `json:"alert"`
+// GroupRule is one rule of a group: an alerting rule (Alert set) or a recording rule (Record set), never both, as
+// all three schemas above require.
+type GroupRule struct {
+	Record      string            `json:"record,omitempty"`
+	Alert       string            `json:"alert,omitempty"`
 	Expr        string            `json:"expr"`
 	For         string            `json:"for,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
@@ -40,7 +44,7 @@ type AlertingRule struct {
 func Groups(rs []Rule) []Group {
 	g := Group{Name: GroupName, Interval: PromDuration(EvaluationInterval)}
 	for _, r := range rs {
-		ar := AlertingRule{
+		ar := GroupRule{
 			Alert:  r.Name,
 			Expr:   r.Expr,
 			Labels: map[string]string{SeverityLabel: string(r.Severity)},

@@ -41,15 +41,20 @@ func Collector(metric string) string {
 	return ""
 }
 
-// KubeStateMetrics returns the settings that expose what rs read.
-func KubeStateMetrics(rs []Rule) KubeStateMetricsSettings {
+// KubeStateMetrics returns the settings that expose what the alert rules rs and the recording rules recs read.
+func KubeStateMetrics(rs []Rule, recs ...Recording) KubeStateMetricsSettings {
 	var s KubeStateMetricsSettings
+	var metrics []string
 	for _, r := range rs {
-		for _, m := range r.Metrics {
-			if c := Collector(m); c != "" {
-				s.MetricAllowlist = append(s.MetricAllowlist, m)
-				s.Collectors = append(s.Collectors, c)
-			}
+		metrics = append(metrics, r.Metrics...)
+	}
+	for _, r := range recs {
+		metrics = append(metrics, r.Metrics...)
+	}
+	for _, m := range metrics {
+		if c := Collector(m); c != "" {
+			s.MetricAllowlist = append(s.MetricAllowlist, m)
+			s.Collectors = append(s.Collectors, c)
 		}
 	}
 	slices.Sort(s.MetricAllowlist)

@@ -85,6 +85,8 @@ type Params struct {
 	// QuotaExhaustedFor is how long a tenant must sit at a class's device quota before TenantGPUQuotaExhausted fires.
 	QuotaExhaustedFor time.Duration
 	Jobs              Jobs
+	// Prices price the classes in the showback recording rules (Recordings); the alerts do not read them.
+	Prices Prices
 }
 
 // Defaults of Params.

@@ -19,10 +19,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/syncbuf"
 )
 
 // Tool names in .tools/bin.
@@ -150,7 +150,7 @@ type KubeStateMetricsProcess struct {
 	// URL is the metrics endpoint.
 	URL string
 	cmd *exec.Cmd
-	log *syncBuffer
+	log *syncbuf.Buffer
 	// done is closed when the process has exited.
 	done chan struct{}
 }
@@ -177,7 +177,7 @@ func StartKubeStateMetrics(ctx context.Context, kubeconfig string, flags []strin
 	}, flags...)
 	p := &KubeStateMetricsProcess{
 		URL: fmt.Sprintf("http://127.0.0.1:%d/metrics", port),
-		cmd: exec.Command(bin, args...), log: &syncBuffer{}, done: make(chan struct{}),
+		cmd: exec.Command(bin, args...), log: &syncbuf.Buffer{}, done: make(chan struct{}),
 	}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
@@ -279,22 +279,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the test's reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
