@@ -2,14 +2,18 @@
 # make demo / make demo-down: the local stack on a local control plane with simulated GPU nodes.
 #   scripts/demo.sh up     start the control plane, apply the stack, print what each tenant sees and claims
 #   scripts/demo.sh down   destroy the stack and stop the control plane
+# Both recover on their own: a crashed or stopped control plane is started again with its data; the local stack's
+# state goes, with a message, when its cluster was purged or replaced; an interrupted demo is recovered first.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cluster=.tools/local-cluster
 case "${1:-up}" in
 up)
+	# Starts whatever is not running: a fresh cluster after a purge, the same one (its data kept) after a crash.
 	scripts/local-cluster.sh up
 	go run ./scripts/demo up
 	go build -o bin/gpu-tenancy ./cmd/gpu-tenancy
-	kubeconfig=.tools/local-cluster/kubeconfig
+	kubeconfig=$cluster/kubeconfig
 	echo
 	echo "==> bin/gpu-tenancy capacity: devices per class, and what each tenant holds against its quota"
 	bin/gpu-tenancy capacity --kubeconfig "$kubeconfig"
@@ -18,10 +22,17 @@ up)
 	bin/gpu-tenancy pending --kubeconfig "$kubeconfig"
 	;;
 down)
-	if scripts/local-cluster.sh status >/dev/null 2>&1; then
-		go run ./scripts/demo down
+	# The stack's objects live in the control plane's etcd: a stopped or crashed one is started again so that the
+	# destroy can delete them. Without a control plane (never started, or purged), or when it does not start,
+	# `demo down` drops the local stack's state instead.
+	if [[ -f $cluster/kubeconfig ]]; then
+		scripts/local-cluster.sh up || echo "demo: the local control plane does not start; the stack's state goes without a destroy" >&2
 	fi
+	rc=0
+	go run ./scripts/demo down || rc=$?
+	# Stopped whatever the destroy did: a failed destroy is reported, and the control plane keeps its data for a retry.
 	scripts/local-cluster.sh down
+	exit "$rc"
 	;;
 *)
 	echo "usage: scripts/demo.sh up|down" >&2

@@ -1,0 +1,367 @@
+// Package localdemo is `make demo`: the local stack on a local control plane (scripts/local-cluster.sh) with
+// simulated GPU nodes, and, per tenant, what it can see and claim. The local stack is disposable: when its state was
+// built against a cluster that is gone (purged, or replaced by another), the state goes too, with a message, and an
+// operation a killed demo left unfinished is recovered before the next one runs.
+package localdemo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/tests/simhw"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optremove"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// stackName is the only stack this package drives, and so the only one whose state it ever drops: the local stack
+// is disposable, every other stack's state is the record of real infrastructure.
+const stackName = "local"
+
+// Options say where the control plane, the state and the output are.
+type Options struct {
+	// RepoRoot holds stacks/Pulumi.local.yaml and .tools/.
+	RepoRoot string
+	// ClusterDir is the control plane's data directory (GT_CLUSTER_DIR of scripts/local-cluster.sh), which holds its
+	// admin kubeconfig; default <RepoRoot>/.tools/local-cluster.
+	ClusterDir string
+	// StateDir is the file backend's directory; default <RepoRoot>/.tools/state.
+	StateDir string
+	// WorkDir is the local stack's workspace, the demo's own: dropping the state empties it; default
+	// <RepoRoot>/.tools/engine/local.
+	WorkDir string
+	// Progress receives the engine's progress; nil discards it.
+	Progress io.Writer
+	// ProgressName says where Progress goes (a log file), for the messages that point there; "" names nothing.
+	ProgressName string
+	// Out receives the steps, the messages and the tables; default standard output.
+	Out io.Writer
+}
+
+// demo is one run: the options with their defaults, and the local stack file.
+type demo struct {
+	Options
+	kubeconfig string
+	stackFile  pipeline.StackConfig
+}
+
+func newDemo(o Options) (*demo, error) {
+	if o.RepoRoot == "" {
+		return nil, errors.New("localdemo: RepoRoot is required")
+	}
+	tools := filepath.Join(o.RepoRoot, ".tools")
+	defaults := []struct {
+		field *string
+		value string
+	}{
+		{&o.ClusterDir, filepath.Join(tools, "local-cluster")},
+		{&o.StateDir, filepath.Join(tools, "state")},
+		{&o.WorkDir, filepath.Join(tools, "engine", stackName)},
+	}
+	for _, d := range defaults {
+		if *d.field == "" {
+			*d.field = d.value
+		}
+		abs, err := filepath.Abs(*d.field)
+		if err != nil {
+			return nil, err
+		}
+		*d.field = abs
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	sc, err := pipeline.ReadStackFile(filepath.Join(o.RepoRoot, "stacks", "Pulumi."+stackName+".yaml"))
+	if err != nil {
+		return nil, err
+	}
+	return &demo{Options: o, kubeconfig: filepath.Join(o.ClusterDir, "kubeconfig"), stackFile: sc}, nil
+}
+
+func (d *demo) say(format string, args ...any) {
+	fmt.Fprintf(d.Out, format+"\n", args...)
+}
+
+// seeProgress is " (see <log>)" when the progress goes to a named place.
+func (d *demo) seeProgress() string {
+	if d.ProgressName == "" {
+		return ""
+	}
+	return " (see " + d.ProgressName + ")"
+}
+
+// progressIn is " (progress in <log>)" when the progress goes to a named place.
+func (d *demo) progressIn() string {
+	if d.ProgressName == "" {
+		return ""
+	}
+	return " (progress in " + d.ProgressName + ")"
+}
+
+// Up simulates the GPU nodes, brings the local stack up on the control plane (dropping a state built against another
+// cluster, recovering an interrupted operation), then prints what each tenant sees and claims.
+func Up(ctx context.Context, o Options) error {
+	d, err := newDemo(o)
+	if err != nil {
+		return err
+	}
+	cs, cluster, err := connect(ctx, d.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("%w (start the control plane: scripts/local-cluster.sh up)", err)
+	}
+	d.say("==> simulating GPU nodes: 2 x whole A100 (a100-whole), 1 x A100 in MIG 1g.5gb (a100-mig)")
+	if err := simhw.Apply(ctx, cs); err != nil {
+		return err
+	}
+	st, err := d.open(ctx)
+	if err != nil {
+		return err
+	}
+	if dropped, err := d.dropIfElsewhere(ctx, st, cluster); err != nil {
+		return err
+	} else if dropped {
+		if st, err = d.open(ctx); err != nil {
+			return err
+		}
+	}
+	if err := writeRecord(d.WorkDir, cluster); err != nil {
+		return fmt.Errorf("recording the cluster of stack local: %w", err)
+	}
+	d.say("==> pulumi up of stack local%s", d.progressIn())
+	if why, err := d.interrupted(st); err != nil {
+		return err
+	} else if why != "" {
+		d.say("    %s: recovering it, then up", why)
+		if err := st.Recover(ctx, engine.OpUp); err != nil {
+			return fmt.Errorf("recovering stack local failed%s: %w", d.seeProgress(), err)
+		}
+		d.say("    recovered\n")
+	} else {
+		res, err := st.Up(ctx)
+		if err != nil {
+			return fmt.Errorf("pulumi up failed%s: %w", d.seeProgress(), err)
+		}
+		d.say("    %v\n", *res.Summary.ResourceChanges)
+	}
+	return d.show(ctx, cs)
+}
+
+// Down destroys the local stack when its cluster is the one the state was built against, recovering an interrupted
+// operation first; when the cluster is gone or another one, it drops the state instead. Either way the local stack
+// ends empty.
+func Down(ctx context.Context, o Options) error {
+	d, err := newDemo(o)
+	if err != nil {
+		return err
+	}
+	cs, cluster, connectErr := connect(ctx, d.kubeconfig)
+	st, err := d.open(ctx)
+	if err != nil {
+		return err
+	}
+	if connectErr != nil {
+		return d.dropIfHeld(ctx, st, connectErr)
+	}
+	if dropped, err := d.dropIfElsewhere(ctx, st, cluster); err != nil || dropped {
+		return err
+	}
+	if err := d.deleteDemoPods(ctx, cs); err != nil {
+		return err
+	}
+	d.say("==> pulumi destroy of stack local%s", d.progressIn())
+	if why, err := d.interrupted(st); err != nil {
+		return err
+	} else if why != "" {
+		d.say("    %s: recovering it, then destroy", why)
+		if err := st.Recover(ctx, engine.OpDestroy); err != nil {
+			return fmt.Errorf("recovering stack local failed%s: %w", d.seeProgress(), err)
+		}
+	} else if _, err := st.Destroy(ctx); err != nil {
+		return fmt.Errorf("pulumi destroy failed%s: %w", d.seeProgress(), err)
+	}
+	if err := simhw.Remove(ctx, cs); err != nil {
+		return err
+	}
+	return removeRecord(d.WorkDir)
+}
+
+// open opens the local stack, its kubeconfig the control plane's in ClusterDir.
+func (d *demo) open(ctx context.Context) (*engine.Stack, error) {
+	existing := map[string]any{}
+	if raw := d.stackFile.Values[pipeline.Namespace+":existing"]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &existing); err != nil {
+			return nil, fmt.Errorf("%s:existing of the local stack: %w", pipeline.Namespace, err)
+		}
+	}
+	existing["kubeconfigPath"] = d.kubeconfig
+	raw, err := json.Marshal(existing)
+	if err != nil {
+		return nil, err
+	}
+	return engine.Open(ctx, engine.Options{
+		RepoRoot: d.RepoRoot, Stack: stackName, WorkDir: d.WorkDir, StateDir: d.StateDir, Progress: d.Progress,
+		Config: map[string]string{pipeline.Namespace + ":existing": string(raw)},
+	})
+}
+
+// dropIfElsewhere drops the state when it was built against another cluster than now.
+func (d *demo) dropIfElsewhere(ctx context.Context, st *engine.Stack, now clusterID) (bool, error) {
+	rec, err := d.recorded(ctx, st)
+	if err != nil || rec == nil {
+		return false, err
+	}
+	diff := rec.differs(now)
+	if diff == "" {
+		return false, nil
+	}
+	return true, d.drop(ctx, st, "its state was built against another cluster ("+diff+")")
+}
+
+// recorded is the cluster the state was built against: the record written before each up, else (a state from before
+// the record, or a work directory deleted by hand) the cluster of the stack's kubeconfig output; nil when neither
+// names one.
+func (d *demo) recorded(ctx context.Context, st *engine.Stack) (*clusterID, error) {
+	rec, err := readRecord(d.WorkDir)
+	if rec != nil || err != nil {
+		return rec, err
+	}
+	outputs, err := st.Outputs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the outputs of stack local: %w", err)
+	}
+	kubeconfig, _ := outputs["kubeconfig"].Value.(string)
+	if kubeconfig == "" {
+		return nil, nil
+	}
+	id, err := identify([]byte(kubeconfig))
+	if err != nil {
+		return nil, fmt.Errorf("the kubeconfig output of stack local: %w", err)
+	}
+	return &id, nil
+}
+
+// interrupted says what a killed demo left on the stack (an unfinished operation, a lock), or "" when nothing.
+func (d *demo) interrupted(st *engine.Stack) (string, error) {
+	if op := st.Interrupted(); op != "" {
+		return fmt.Sprintf("an interrupted %s left stack local unfinished", op), nil
+	}
+	locks, err := st.Locks()
+	if err != nil {
+		return "", err
+	}
+	if len(locks) > 0 {
+		return "an operation that did not finish left stack local locked", nil
+	}
+	return "", nil
+}
+
+// dropIfHeld drops the state when the cluster cannot be reached (why) and the state holds anything: resources, a
+// pending operation, a lock or an unfinished operation.
+func (d *demo) dropIfHeld(ctx context.Context, st *engine.Stack, why error) error {
+	state, err := st.Export(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the state of stack local: %w", err)
+	}
+	var deployment struct {
+		Resources         []json.RawMessage `json:"resources"`
+		PendingOperations []json.RawMessage `json:"pending_operations"`
+	}
+	if len(state.Deployment) > 0 {
+		if err := json.Unmarshal(state.Deployment, &deployment); err != nil {
+			return fmt.Errorf("decoding the state of stack local: %w", err)
+		}
+	}
+	unfinished, err := d.interrupted(st)
+	if err != nil {
+		return err
+	}
+	if len(deployment.Resources) == 0 && len(deployment.PendingOperations) == 0 && unfinished == "" {
+		return removeRecord(d.WorkDir)
+	}
+	return d.drop(ctx, st, "its cluster cannot be reached: "+why.Error())
+}
+
+// drop removes the local stack's state and its work directory, after saying why.
+func (d *demo) drop(ctx context.Context, st *engine.Stack, why string) error {
+	d.say("==> stack local: %s: dropping the state, since the local stack is disposable", why)
+	if err := st.ReleaseStaleLocks(); err != nil {
+		return fmt.Errorf("stack local: %w", err)
+	}
+	// Force: the state still lists resources, of a cluster that no longer has them.
+	if err := st.Workspace().RemoveStack(ctx, stackName, optremove.Force()); err != nil {
+		return fmt.Errorf("removing stack local: %w", err)
+	}
+	// The working copy of the config (its encryption salt), the record and the engine's operation marker belong to
+	// the state that went.
+	return os.RemoveAll(d.WorkDir)
+}
+
+// deleteDemoPods deletes the pods the demo started; no kubelet confirms a graceful delete, so they go at once.
+func (d *demo) deleteDemoPods(ctx context.Context, cs kubernetes.Interface) error {
+	tenants, err := d.tenants()
+	if err != nil {
+		return err
+	}
+	zero := int64(0)
+	for _, t := range tenants {
+		err := cs.CoreV1().Pods(naming.Namespace(t.Name)).DeleteCollection(ctx,
+			metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting demo pods of %s: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+// tenants are the tenants of the local stack file.
+func (d *demo) tenants() ([]pipeline.TenantConfig, error) {
+	var tenants []pipeline.TenantConfig
+	if err := json.Unmarshal([]byte(d.stackFile.Values[pipeline.Namespace+":tenants"]), &tenants); err != nil {
+		return nil, fmt.Errorf("tenants of the local stack: %w", err)
+	}
+	return tenants, nil
+}
+
+// show prints the tenants' table, starts the claim that waits, and says how to look around.
+func (d *demo) show(ctx context.Context, cs kubernetes.Interface) error {
+	tenants, err := d.tenants()
+	if err != nil {
+		return err
+	}
+	rows, err := tenantRows(ctx, cs, tenants)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(d.Out, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(w, "TENANT\tGRANTED CLASSES (synced into its vCluster)\tADMITTED CLAIM\tALLOCATED DEVICE\tDENIED CLAIM\tWHY")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.tenant, r.sees, r.admitted, r.device, r.denied, r.why)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(tenants) > 0 {
+		if err := d.oversubscribe(ctx, cs, tenants[0]); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(d.Out, `
+Look around:
+  export KUBECONFIG=%s
+  kubectl get deviceclasses --show-labels
+  kubectl get resourceclaims,pods -A -o wide
+  kubectl get validatingadmissionpolicies,validatingadmissionpolicybindings
+Stop: make demo-down
+`, d.kubeconfig)
+	return nil
+}
