@@ -5,7 +5,7 @@ export PATH := $(TOOLS_BIN):$(PATH)
 STACK ?=
 GO_TEST_FLAGS ?= -timeout 40m
 
-.PHONY: test unit lint build tools plan plan-check demo demo-down preview up stack
+.PHONY: test unit lint build tools plan plan-check demo demo-down preview up stack policy-pack bench
 
 ## build: compile every package, and the operators' CLI into bin/gpu-tenancy
 build:
@@ -27,7 +27,8 @@ test: lint tools
 unit:
 	go test -short ./...
 
-## stack: VERB=up|preview|destroy the real engine on STACK (default local) through the Automation API
+## stack: VERB=up|preview|destroy|recover the real engine on STACK (default local) through the Automation API;
+## previews and ups refresh first; recover converges a stack whose engine was killed, then runs the operation again
 stack:
 	go run ./scripts/stack $(or $(VERB),preview) $(or $(STACK),local)
 
@@ -43,6 +44,11 @@ plan:
 plan-check:
 	go run ./scripts/plan -check $(STACK)
 
+## bench: one table of figures: offline plan at 10/100/1000 tenants, the engine on a local control plane at 2 and 20
+## tenants, cold and warm builds against the SDK floor (minutes; asserts nothing)
+bench: tools
+	go run ./scripts/bench
+
 ## demo: local control plane + simulated GPUs + `up` of the local stack, then what each tenant sees
 demo: tools
 	scripts/demo.sh
@@ -51,11 +57,16 @@ demo: tools
 demo-down:
 	scripts/demo.sh down
 
-## preview: pulumi preview --diff for STACK (or every stack), needs the pulumi CLI and cloud credentials
-preview:
-	@if [ -n "$(STACK)" ]; then pulumi preview --stack $(STACK) --diff; else scripts/preview-all.sh; fi
+## policy-pack: build the guard-rail policy pack (./policy) into .tools/bin (make tools does too)
+policy-pack:
+	go build -o $(TOOLS_BIN)/gpu-tenancy-policy ./policy
 
-## up: pulumi up for STACK
-up:
+## preview: pulumi preview --refresh --diff with the policy pack for STACK (or every stack); needs cloud credentials
+preview: policy-pack
+	@if [ -n "$(STACK)" ]; then pulumi preview --stack $(STACK) --refresh --diff --policy-pack $(TOOLS_BIN)/gpu-tenancy-policy; \
+	else scripts/preview-all.sh; fi
+
+## up: pulumi up --refresh with the policy pack for STACK
+up: policy-pack
 	@test -n "$(STACK)" || (echo "usage: make up STACK=<stack>"; exit 2)
-	pulumi up --stack $(STACK)
+	pulumi up --stack $(STACK) --refresh --policy-pack $(TOOLS_BIN)/gpu-tenancy-policy

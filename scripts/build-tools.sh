@@ -8,6 +8,7 @@
 #
 # Output:
 #   .tools/bin/{pulumi,etcd,kube-apiserver,kube-controller-manager,kube-scheduler}
+#   .tools/bin/gpu-tenancy-policy     the project's policy pack (./policy), rebuilt on every run
 #   .tools/pulumi-home/plugins/resource-kubernetes-v4.32.0/pulumi-resource-kubernetes
 #       (run the engine with PULUMI_HOME=.tools/pulumi-home; the provider is deliberately not on
 #       PATH: the engine prefers a $PATH plugin over the plugin cache and warns on every run)
@@ -210,5 +211,19 @@ KSM_VERSION=v2.20.0
 build kube-state-metrics "$MODS/kube-state-metrics" "$BIN" \
 	"-X github.com/prometheus/common/version.Version=$KSM_VERSION -X k8s.io/kube-state-metrics/v2/pkg/app.ClientGoVersion=$(required_version "$MODS/kube-state-metrics" k8s.io/client-go)" .
 build promql-eval "$MODS/promql-eval" "$BIN" "" .
+
+# --- policy pack -----------------------------------------------------------------------------
+# The project's own policy pack (./policy), from the product module. Always built: the `build` helper stamps only a
+# module directory's top-level files, and the pack also depends on components/naming and go.mod. Go's build cache
+# makes an unchanged rebuild a few seconds (mostly the link). Staged and moved, so a preview running the old binary
+# is never handed a half-written one.
+echo "build-tools: building gpu-tenancy-policy (./policy) ..."
+policy_tmp=$(mktemp -d "$TOOLS/.build.XXXXXX")
+if ! (cd "$ROOT" && timed "go build gpu-tenancy-policy" go build -ldflags "-s -w" -o "$policy_tmp/gpu-tenancy-policy" ./policy); then
+	rm -rf "$policy_tmp"
+	exit 1
+fi
+mv -f "$policy_tmp/gpu-tenancy-policy" "$BIN/gpu-tenancy-policy"
+rm -rf "$policy_tmp"
 
 echo "build-tools: done: $BIN"

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Runs `pulumi preview --diff` for every stack in stacks/ (or the stacks named), one after another, carrying on past
+# Runs `pulumi preview --refresh --diff` for every stack in stacks/ (or the stacks named), one after another, carrying on past
 # failures, then prints one line per stack: ok, or failed with pulumi's exit code. Exits 1 if any preview failed.
 # Needs the pulumi CLI, a login to the state backend (`pulumi login gs://...`), PULUMI_CONFIG_PASSPHRASE and the
-# cloud credentials of the stacks previewed.
+# cloud credentials of the stacks previewed. Every preview runs the project's policy pack (the guard rails of
+# ./policy, built by `make tools`): a mandatory violation fails that stack's preview.
 #
 #   scripts/preview-all.sh                          every stacks/Pulumi.<stack>.yaml
 #   scripts/preview-all.sh gke-dev scw-dev          only these
-#   scripts/preview-all.sh -- --refresh             extra arguments for every `pulumi preview`
+#   scripts/preview-all.sh -- --parallel 4         extra arguments for every `pulumi preview`
+#
+# Environment:
+#   GT_POLICY_PACK   the policy pack binary (default .tools/bin/gpu-tenancy-policy); set it empty to preview without it
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,7 +26,7 @@ while (($#)); do
 		break
 		;;
 	-h | --help)
-		sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*) stacks+=("$1") ;;
@@ -35,6 +39,17 @@ command -v pulumi >/dev/null || {
 	echo "preview-all: the pulumi CLI is not on PATH (install it, or run \`make tools\`)" >&2
 	exit 2
 }
+
+# The pack is a binary the engine launches directly (no policy language plugin needed).
+policy=()
+POLICY_PACK=${GT_POLICY_PACK-$ROOT/.tools/bin/gpu-tenancy-policy}
+if [[ -z $POLICY_PACK ]]; then
+	echo "preview-all: GT_POLICY_PACK is empty: previewing without the policy pack" >&2
+elif [[ -x $POLICY_PACK ]]; then
+	policy=(--policy-pack "$POLICY_PACK")
+else
+	echo "preview-all: no policy pack at $POLICY_PACK (run \`make tools\`): previewing without it" >&2
+fi
 
 if ((${#stacks[@]} == 0)); then
 	for f in stacks/Pulumi.*.yaml; do
@@ -51,8 +66,9 @@ fi
 declare -A code
 failed=0
 for s in "${stacks[@]}"; do
-	echo "=== pulumi preview --diff --stack $s${extra[*]:+ ${extra[*]}}"
-	pulumi preview --diff --stack "$s" "${extra[@]}"
+	# --refresh: drift (an object deleted or edited by hand) shows only against what exists.
+	echo "=== pulumi preview --refresh --diff --stack $s${policy[*]:+ ${policy[*]}}${extra[*]:+ ${extra[*]}}"
+	pulumi preview --refresh --diff --stack "$s" "${policy[@]}" "${extra[@]}"
 	code[$s]=$?
 	((code[$s] == 0)) || failed=$((failed + 1))
 done

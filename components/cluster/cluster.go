@@ -48,31 +48,47 @@ type Cluster struct {
 	// ClaimStatusWriters are the users that allocate, reserve and release ResourceClaims on this cluster: its
 	// scheduler and resource-claim controller. No one else may write a claim's allocation.
 	ClaimStatusWriters []string
+	// Owner is the naming.StackLabel value of the stack that manages the cluster's objects; the caller sets it.
+	Owner string
+	// Timeouts bound the deletion waits of in-cluster objects; the caller sets them.
+	Timeouts Timeouts
 	// Anchor is the cloud resource whose deletion removes every in-cluster object with it; nil for an existing cluster.
 	Anchor pulumi.Resource
 }
 
 // ResourceOptions are the options an in-cluster component or resource takes: the cluster's provider (inherited by
-// children) and, when a cloud cluster exists, DeletedWith it, so destroying the cluster does not wait on per-object
-// deletes against an API that is going away. Children do not inherit DeletedWith, so a transform sets it on every
-// resource beneath.
+// children); when a cloud cluster exists, DeletedWith it, so destroying the cluster does not wait on per-object
+// deletes against an API that is going away; and, when Owner is set, the owner's label and ForceApplyAnnotation on
+// every object; and Timeouts on every namespace's deletion. Children do not inherit DeletedWith, and labels and
+// timeouts are per object, so a transformation, which children do inherit, sets them.
 func (c *Cluster) ResourceOptions() []pulumi.ResourceOption {
 	opts := []pulumi.ResourceOption{pulumi.Provider(c.Provider)}
 	if c.Anchor != nil {
-		anchor := c.Anchor
-		// Transformations run in the program itself, so previews, mocks and the engine all see the option.
-		opts = append(opts, pulumi.DeletedWith(anchor), pulumi.Transformations([]pulumi.ResourceTransformation{
-			func(args *pulumi.ResourceTransformationArgs) *pulumi.ResourceTransformationResult {
-				if _, custom := args.Resource.(pulumi.CustomResource); !custom {
-					return nil
-				}
-				return &pulumi.ResourceTransformationResult{
-					Props: args.Props, Opts: append(args.Opts, pulumi.DeletedWith(anchor)),
-				}
-			},
-		}))
+		opts = append(opts, pulumi.DeletedWith(c.Anchor))
 	}
-	return opts
+	anchor, owner, namespaceDeletion := c.Anchor, c.Owner, c.Timeouts.namespaceDeletion()
+	if owner != "" {
+		opts = append(opts, pulumi.Transforms([]pulumi.ResourceTransform{ownedTransform(owner)}))
+	}
+	// Transformations run in the program itself, so previews, mocks and the engine all see the option.
+	return append(opts, pulumi.Transformations([]pulumi.ResourceTransformation{
+		func(args *pulumi.ResourceTransformationArgs) *pulumi.ResourceTransformationResult {
+			if _, custom := args.Resource.(pulumi.CustomResource); !custom {
+				return nil
+			}
+			result := &pulumi.ResourceTransformationResult{Props: args.Props, Opts: args.Opts}
+			if args.Type == namespaceType {
+				result.Opts = append(result.Opts, pulumi.Timeouts(&pulumi.CustomTimeouts{Delete: namespaceDeletion}))
+			}
+			if anchor != nil {
+				result.Opts = append(result.Opts, pulumi.DeletedWith(anchor))
+			}
+			if owner != "" {
+				result.Props = owned(args.Props, owner).(pulumi.Input)
+			}
+			return result
+		},
+	}))
 }
 
 // StandardClaimStatusWriters are those users on a control plane that runs its components under their standard

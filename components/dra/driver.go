@@ -11,7 +11,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
-	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
+	helmv4 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v4"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -69,8 +69,8 @@ type Driver struct {
 
 	// Namespace the driver runs in.
 	Namespace pulumi.StringOutput
-	// Release is the driver's Helm release; depend on it to wait for the driver's DeviceClasses.
-	Release *helmv3.Release
+	// Chart is the driver chart's objects, applied one by one; depend on the Driver to wait for them.
+	Chart *helmv4.Chart
 }
 
 // resolved is DriverArgs with defaults applied and checked.
@@ -161,18 +161,24 @@ func NewDriver(ctx *pulumi.Context, name string, args *DriverArgs, opts ...pulum
 	if err != nil {
 		return nil, fmt.Errorf("creating DRA driver release: %w", err)
 	}
-	releaseArgs := cfg.chart.ReleaseArgs(ReleaseName, cfg.namespace)
-	releaseArgs.Values = vals
-	release, err := helmv3.NewRelease(ctx, name, releaseArgs, pulumi.Parent(d), pulumi.DependsOn(before))
+	// Applied object by object (helm/v4 Chart) rather than installed as a Helm release, for the reasons given in
+	// vcluster.NewVirtualCluster: an interrupted `up` converges and drift in the driver's objects is visible. The
+	// driver chart (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0, deployments/helm/dra-driver-nvidia-gpu/templates)
+	// has no hooks and no `lookup`; its `.Capabilities.APIVersions` checks (templates/_helpers.tpl, the DRA API
+	// version) see the cluster's APIs, as the provider renders against the cluster (pulumi-kubernetes
+	// provider/pkg/provider/helm/v4/chart.go, setKubeVersionAndAPIVersions).
+	chartArgs := cfg.chart.ChartArgs(ReleaseName, ns.Metadata.Name().Elem())
+	chartArgs.Values = vals
+	chart, err := helmv4.NewChart(ctx, name, chartArgs, pulumi.Parent(d), pulumi.DependsOn(before))
 	if err != nil {
-		return nil, fmt.Errorf("creating DRA driver release %q: %w", ReleaseName, err)
+		return nil, fmt.Errorf("creating DRA driver chart %q: %w", ReleaseName, err)
 	}
 
 	d.Namespace = ns.Metadata.Name().Elem()
-	d.Release = release
+	d.Chart = chart
 	if err := ctx.RegisterResourceOutputs(d, pulumi.Map{
 		"namespace": d.Namespace,
-		"release":   release.Name,
+		"release":   pulumi.String(ReleaseName),
 	}); err != nil {
 		return nil, fmt.Errorf("registering DRA driver %q outputs: %w", name, err)
 	}

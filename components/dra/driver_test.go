@@ -15,7 +15,7 @@ import (
 )
 
 const (
-	releaseType   = "kubernetes:helm.sh/v3:Release"
+	chartType     = "kubernetes:helm.sh/v4:Chart"
 	quotaType     = "kubernetes:core/v1:ResourceQuota"
 	configType    = "kubernetes:yaml/v2:ConfigFile"
 	patchType     = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
@@ -53,7 +53,7 @@ func run(t *testing.T, args *DriverArgs) *mocktest.Recorder {
 
 func releaseValues(t *testing.T, rec *mocktest.Recorder) map[string]any {
 	t.Helper()
-	rel, err := rec.Get(releaseType, "dra")
+	rel, err := rec.Get(chartType, "dra")
 	require.NoError(t, err)
 	return rel.Inputs["values"].Mappable().(map[string]any)
 }
@@ -135,7 +135,7 @@ func TestKubeletPluginToleratesPoolTaints(t *testing.T) {
 
 func TestDriverReleaseUsesDefaultChartAndNamespace(t *testing.T) {
 	rec := run(t, &DriverArgs{Flavour: cluster.Existing})
-	rel, err := rec.Get(releaseType, "dra")
+	rel, err := rec.Get(chartType, "dra")
 	require.NoError(t, err)
 	assert.Equal(t, "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu", rel.Inputs["chart"].StringValue())
 	assert.Equal(t, "0.4.0", rel.Inputs["version"].StringValue())
@@ -143,7 +143,7 @@ func TestDriverReleaseUsesDefaultChartAndNamespace(t *testing.T) {
 	ns, err := rec.Get(namespaceType, "dra-namespace")
 	require.NoError(t, err)
 	assert.Equal(t, "dra-driver-nvidia-gpu", ns.Inputs["metadata"].ObjectValue()["name"].StringValue())
-	assert.Contains(t, dependsOn(t, rec, releaseType, "dra"), "dra-namespace")
+	assert.Contains(t, dependsOn(t, rec, chartType, "dra"), "dra-namespace")
 }
 
 func TestDriverChildrenAreParented(t *testing.T) {
@@ -174,7 +174,7 @@ func TestGKEPrerequisitesPrecedeRelease(t *testing.T) {
 	assert.Equal(t, []any{map[string]any{"scopeName": "PriorityClass", "operator": "In",
 		"values": []any{"system-node-critical", "system-cluster-critical"}}}, at(t, spec, "scopeSelector", "matchExpressions"))
 
-	assert.Subset(t, dependsOn(t, rec, releaseType, "dra"), []string{"dra-nvidia-driver-installer", "dra-critical-pods"})
+	assert.Subset(t, dependsOn(t, rec, chartType, "dra"), []string{"dra-nvidia-driver-installer", "dra-critical-pods"})
 	assert.Empty(t, rec.ByType(patchType))
 }
 
@@ -193,7 +193,7 @@ func TestScalewayDisablesGPUOperatorDevicePluginFirst(t *testing.T) {
 	assert.Equal(t, "cluster-policy", meta["name"].StringValue())
 	assert.Equal(t, "true", meta["annotations"].ObjectValue()["pulumi.com/patchForce"].StringValue())
 	assert.Equal(t, false, at(t, patch.Inputs["spec"].Mappable().(map[string]any), "devicePlugin", "enabled"))
-	assert.Contains(t, dependsOn(t, rec, releaseType, "dra"), "dra-gpu-operator-device-plugin-off")
+	assert.Contains(t, dependsOn(t, rec, chartType, "dra"), "dra-gpu-operator-device-plugin-off")
 	assert.Empty(t, rec.ByType(quotaType))
 	assert.Empty(t, rec.ByType(configType))
 }
@@ -203,7 +203,7 @@ func TestExistingClusterHasNoCloudPrerequisites(t *testing.T) {
 	assert.Empty(t, rec.ByType(quotaType))
 	assert.Empty(t, rec.ByType(configType))
 	assert.Empty(t, rec.ByType(patchType))
-	assert.Len(t, rec.ByType(releaseType), 1)
+	assert.Len(t, rec.ByType(chartType), 1)
 }
 
 func TestNewDriverRejectsInvalidArgs(t *testing.T) {

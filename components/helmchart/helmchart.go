@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
+	helmv4 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v4"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -46,23 +47,45 @@ func Values(v any) (pulumi.Map, error) {
 
 // ReleaseArgs declares a Helm release of this chart. The caller sets Values and waiting behaviour.
 func (c Chart) ReleaseArgs(release, namespace string) *helmv3.ReleaseArgs {
+	chart, version, repo := c.location()
 	args := &helmv3.ReleaseArgs{
 		Name:      pulumi.String(release),
 		Namespace: pulumi.String(namespace),
+		Chart:     chart,
+		Version:   version,
 		// Fixed-length history keeps the release's Secrets from piling up in the namespace.
 		MaxHistory: pulumi.Int(5),
 	}
-	switch {
-	case c.Path != "":
-		args.Chart = pulumi.String(c.Path)
-	default:
-		args.Chart = pulumi.String(c.Name)
-		if c.Version != "" {
-			args.Version = pulumi.String(c.Version)
-		}
-		if c.Repo != "" {
-			args.RepositoryOpts = &helmv3.RepositoryOptsArgs{Repo: pulumi.String(c.Repo)}
-		}
+	if repo != "" {
+		args.RepositoryOpts = &helmv3.RepositoryOptsArgs{Repo: pulumi.String(repo)}
 	}
 	return args
+}
+
+// ChartArgs declares this chart rendered and applied object by object (helm/v4 Chart): no Helm release record, each
+// object server-side applied and tracked on its own. The release name names the objects as `helm install` would. The
+// caller sets Values and waiting behaviour.
+func (c Chart) ChartArgs(release string, namespace pulumi.StringInput) *helmv4.ChartArgs {
+	chart, version, repo := c.location()
+	args := &helmv4.ChartArgs{
+		Name:      pulumi.String(release),
+		Namespace: namespace.ToStringOutput().ToStringPtrOutput(),
+		Chart:     chart,
+		Version:   version,
+	}
+	if repo != "" {
+		args.RepositoryOpts = &helmv4.RepositoryOptsArgs{Repo: pulumi.String(repo)}
+	}
+	return args
+}
+
+// location is the chart argument, version and repository both kinds of Helm resource take.
+func (c Chart) location() (chart pulumi.StringInput, version pulumi.StringPtrInput, repo string) {
+	if c.Path != "" {
+		return pulumi.String(c.Path), nil, ""
+	}
+	if c.Version != "" {
+		version = pulumi.String(c.Version)
+	}
+	return pulumi.String(c.Name), version, c.Repo
 }

@@ -1,7 +1,7 @@
 // Package naming holds what the platform writes on the host cluster and what other programs read back: namespace
 // names, labels, quota keys and admission object names. The components create objects with these names; the
-// operators' CLI, the policy pack and the tests find them by the same names. It imports nothing, so a small program
-// can use it without compiling the Pulumi SDKs.
+// operators' CLI, the policy pack and the tests find them by the same names. It imports only the standard library, so a
+// small program can use it without compiling the Pulumi SDKs.
 package naming
 
 const (
@@ -82,3 +82,26 @@ const (
 
 // TenantPodSecurityLevels are the levels a tenant may run under.
 var TenantPodSecurityLevels = []string{PodSecurityBaseline, PodSecurityRestricted}
+
+// StackLabel names the Pulumi stack that created an object, as `<project>.<stack>` (see StackOwner). One cluster holds
+// one platform stack: DeviceClasses, admission policies and namespaces have cluster-wide names.
+const StackLabel = "gpu-tenancy.io/stack"
+
+// StackOwner is the StackLabel value of a stack.
+func StackOwner(project, stack string) string { return project + "." + stack }
+
+// Kinds of the cluster-scoped objects the platform creates, as ObjectRef.Kind spells them.
+const (
+	KindNamespace     = "Namespace"
+	KindDeviceClass   = "DeviceClass"
+	KindPolicy        = "ValidatingAdmissionPolicy"
+	KindPolicyBinding = "ValidatingAdmissionPolicyBinding"
+)
+
+// ObjectRef names a cluster-scoped object.
+type ObjectRef struct {
+	Kind string
+	Name string
+}
+
+func (r ObjectRef) String() string { return r.Kind + "/" + r.Name }

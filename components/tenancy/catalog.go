@@ -197,6 +197,28 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 	return c, nil
 }
 
+// guardNames are the cluster-wide guards' policy names, each bound by a binding of the same name.
+var guardNames = []string{ClaimNamespacePolicy, NamespaceLabelPolicy, ClaimStatusPolicy, RuntimeEnvPolicy,
+	RuntimeEnvKeysPolicy, ExtendedResourcePolicy}
+
+// ClusterObjects are the cluster-scoped objects NewCatalog and NewTenant create for these classes and tenants, so a
+// caller can check, before creating anything, that none of them belongs to someone else.
+func ClusterObjects(classes []GPUClass, tenants []string) []naming.ObjectRef {
+	var refs []naming.ObjectRef
+	for _, c := range classes {
+		refs = append(refs, naming.ObjectRef{Kind: naming.KindDeviceClass, Name: c.Name})
+	}
+	policies := slices.Clone(guardNames)
+	for _, t := range tenants {
+		refs = append(refs, naming.ObjectRef{Kind: naming.KindNamespace, Name: naming.Namespace(t)})
+		policies = append(policies, naming.EntitlementPolicy(t))
+	}
+	for _, p := range policies {
+		refs = append(refs, naming.ObjectRef{Kind: naming.KindPolicy, Name: p}, naming.ObjectRef{Kind: naming.KindPolicyBinding, Name: p})
+	}
+	return refs
+}
+
 // newDeviceClass creates a class's DeviceClass, labelled for each granted tenant so its vCluster syncs it, or as
 // platform-only.
 func newDeviceClass(ctx *pulumi.Context, name string, class GPUClass, tenants []string, parent pulumi.Resource) (*resourcev1.DeviceClass, error) {

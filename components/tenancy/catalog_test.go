@@ -299,3 +299,19 @@ func TestCatalogNeedsClaimStatusWriters(t *testing.T) {
 	}, &mocktest.Recorder{})
 	assert.ErrorContains(t, err, "catalog.admission.claimStatusWriters: Required value")
 }
+
+func TestClusterObjectsAreExactlyTheClusterScopedObjectsCreated(t *testing.T) {
+	rec := runPlatform(t, testClasses, teamA(), teamB())
+	var created []string
+	for typ, kind := range map[string]string{deviceClassType: naming.KindDeviceClass, namespaceType: naming.KindNamespace,
+		policyType: naming.KindPolicy, bindingType: naming.KindPolicyBinding} {
+		for _, reg := range rec.ByType(typ) {
+			created = append(created, kind+"/"+reg.Inputs["metadata"].ObjectValue()["name"].StringValue())
+		}
+	}
+	var listed []string
+	for _, ref := range ClusterObjects(testClasses, []string{"team-a", "team-b"}) {
+		listed = append(listed, ref.String())
+	}
+	assert.ElementsMatch(t, created, listed)
+}

@@ -14,6 +14,7 @@ import (
 
 const (
 	releaseType   = "kubernetes:helm.sh/v3:Release"
+	chartType     = "kubernetes:helm.sh/v4:Chart"
 	secretType    = "kubernetes:core/v1:Secret"
 	namespaceType = "kubernetes:core/v1:Namespace"
 )
@@ -47,10 +48,13 @@ func reads(r *mocktest.Recorder) []string {
 	return out
 }
 
-// valuesOf returns a Helm release's values as plain JSON-shaped data.
+// valuesOf returns the values of a Helm release or chart as plain JSON-shaped data.
 func valuesOf(t *testing.T, r *mocktest.Recorder, name string) map[string]any {
 	t.Helper()
 	rel, err := r.Get(releaseType, name)
+	if err != nil {
+		rel, err = r.Get(chartType, name)
+	}
 	require.NoError(t, err)
 	require.False(t, rel.Inputs["values"].ContainsSecrets(), "release values never hold secrets")
 	return rel.Inputs["values"].Mappable().(map[string]any)

@@ -16,7 +16,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
-	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
+	helmv4 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v4"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -40,13 +40,17 @@ const (
 	KubeconfigSecretKey    = "config"
 )
 
+// Where the chart stores a vCluster's effective config on the host: Secret vc-config-<release>, key config.yaml, the
+// chart's values as YAML (loft-sh/vcluster v0.36.1 chart/templates/config-secret.yaml).
+const (
+	ConfigSecretPrefix = "vc-config-"
+	ConfigSecretKey    = "config.yaml"
+)
+
 // MaxReleaseName bounds a vCluster's name: the chart names its StatefulSet after the release, and the StatefulSet
 // controller labels each pod controller-revision-hash=<name>-<hash of up to 10 characters>, a label value of at most
 // 63 characters (kubernetes/kubernetes#64023). Helm's own limit on release names is 53.
 const MaxReleaseName = 52
-
-// awaitTimeoutSeconds gives a first start time to pull images (loft-sh/vcluster-terraform-modules uses 600).
-const awaitTimeoutSeconds = 600
 
 // Settings are what every tenant's vCluster shares; a stack's `vcluster` block decodes into them.
 type Settings struct {
@@ -201,7 +205,8 @@ const NonRootID = 12345
 type VirtualCluster struct {
 	pulumi.ResourceState
 
-	Release *helmv3.Release
+	// Chart is the vCluster chart's objects, applied one by one (see NewVirtualCluster for why not a Helm release).
+	Chart *helmv4.Chart
 	// KubeconfigSecretNamespace and KubeconfigSecretName locate the host Secret holding the tenant kubeconfig
 	// (key KubeconfigSecretKey).
 	KubeconfigSecretNamespace pulumi.StringOutput
@@ -370,20 +375,29 @@ func NewVirtualCluster(ctx *pulumi.Context, name string, args *VirtualClusterArg
 	if err := ctx.RegisterComponentResource("gpu-tenancy:vcluster:VirtualCluster", name, vc, opts...); err != nil {
 		return nil, fmt.Errorf("registering virtual cluster %q: %w", name, err)
 	}
-	releaseArgs := a.Chart.ReleaseArgs(a.Tenant, "")
-	releaseArgs.Namespace = a.Namespace.ToStringOutput().ToStringPtrOutput()
-	releaseArgs.Values = vals
-	releaseArgs.SkipAwait = pulumi.Bool(!a.Await)
-	if a.Await {
-		releaseArgs.Timeout = pulumi.Int(awaitTimeoutSeconds)
-	}
-	release, err := helmv3.NewRelease(ctx, name, releaseArgs, pulumi.Parent(vc))
+	// The chart is rendered and its objects applied one by one (helm/v4 Chart), not installed as a Helm release
+	// (helm/v3 Release), because:
+	//   - an interrupted `up` converges: re-applying an object server-side is idempotent, whereas a release left
+	//     pending by a killed engine refuses the next install ("cannot re-use a name that is still in use");
+	//   - previews and refreshes see each object, so a hand-edited Role or StatefulSet shows as drift and a pull
+	//     request's preview shows what a values change does to the objects;
+	//   - nothing is lost: vCluster v0.36.1's chart has no hooks (no helm.sh/hook annotation under
+	//     https://github.com/loft-sh/vcluster/tree/v0.36.1/chart/templates), and its one `lookup` (templates/service.yaml,
+	//     refusing a namespace that holds the vCluster Platform) is evaluated, since the provider renders with a
+	//     server-side dry run (pulumi-kubernetes provider/pkg/provider/helm/v4/chart.go). Upgrades replace Helm's
+	//     three-way merge with server-side apply, and objects a new chart version drops are deleted by the engine.
+	chartArgs := a.Chart.ChartArgs(a.Tenant, a.Namespace)
+	chartArgs.Values = vals
+	// Awaiting waits on each object as the provider awaits it: the StatefulSet until its pods are ready, within the
+	// provider's default of ten minutes (loft-sh/vcluster-terraform-modules gives a first start 600 s too).
+	chartArgs.SkipAwait = pulumi.Bool(!a.Await)
+	chart, err := helmv4.NewChart(ctx, name, chartArgs, pulumi.Parent(vc))
 	if err != nil {
-		return nil, fmt.Errorf("creating virtual cluster release %q: %w", a.Tenant, err)
+		return nil, fmt.Errorf("creating virtual cluster chart %q: %w", a.Tenant, err)
 	}
 
 	secretName := KubeconfigSecretPrefix + a.Tenant
-	vc.Release = release
+	vc.Chart = chart
 	vc.KubeconfigSecretNamespace = a.Namespace.ToStringOutput()
 	vc.KubeconfigSecretName = pulumi.String(secretName).ToStringOutput()
 	vc.Kubeconfig = pulumi.ToSecret(pulumi.String("")).(pulumi.StringOutput)
@@ -392,7 +406,7 @@ func NewVirtualCluster(ctx *pulumi.Context, name string, args *VirtualClusterArg
 		"kubeconfigSecretName":      vc.KubeconfigSecretName,
 	}
 	if a.Await {
-		if vc.Kubeconfig, err = readKubeconfig(ctx, name, release, a.Namespace, secretName, vc); err != nil {
+		if vc.Kubeconfig, err = readKubeconfig(ctx, name, chart, a.Namespace, secretName, vc); err != nil {
 			return nil, err
 		}
 		outputs["kubeconfig"] = vc.Kubeconfig
@@ -403,15 +417,16 @@ func NewVirtualCluster(ctx *pulumi.Context, name string, args *VirtualClusterArg
 	return vc, nil
 }
 
-// readKubeconfig reads the kubeconfig vCluster exported once the release is ready. The Secret's id derives from the
-// release's id, so a preview of a new release skips the read instead of failing on a Secret that does not exist yet.
-func readKubeconfig(ctx *pulumi.Context, name string, release *helmv3.Release, namespace pulumi.StringInput,
+// readKubeconfig reads the kubeconfig vCluster exported once the chart's objects are ready. The Secret's id derives
+// from the chart's list of objects, which resolves once every object is applied and awaited, so the read waits for
+// them, and a preview of a new chart skips the read instead of failing on a Secret that does not exist yet.
+func readKubeconfig(ctx *pulumi.Context, name string, chart *helmv4.Chart, namespace pulumi.StringInput,
 	secretName string, vc *VirtualCluster) (pulumi.StringOutput, error) {
-	id := pulumi.All(release.ID(), namespace).ApplyT(func(v []any) pulumi.ID {
+	id := pulumi.All(chart.Resources, namespace).ApplyT(func(v []any) pulumi.ID {
 		return pulumi.ID(fmt.Sprintf("%s/%s", v[1], secretName))
 	}).(pulumi.IDOutput)
 	secret, err := corev1.GetSecret(ctx, name+"-kubeconfig", id, nil, pulumi.Parent(vc),
-		pulumi.DependsOn([]pulumi.Resource{release}), pulumi.AdditionalSecretOutputs([]string{"data"}))
+		pulumi.DependsOn([]pulumi.Resource{chart}), pulumi.AdditionalSecretOutputs([]string{"data"}))
 	if err != nil {
 		return pulumi.StringOutput{}, fmt.Errorf("reading virtual cluster kubeconfig Secret %q: %w", secretName, err)
 	}

@@ -158,28 +158,26 @@ func TestVirtualClusterImageTagFollowsChartSource(t *testing.T) {
 
 func TestVirtualClusterRelease(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		args        *VirtualClusterArgs
-		wantChart   string
-		wantRepo    bool
-		wantSkip    bool
-		wantTimeout bool
+		name      string
+		args      *VirtualClusterArgs
+		wantChart string
+		wantRepo  bool
+		wantSkip  bool
 	}{
-		{"published chart, awaited", tenantArgs(func(a *VirtualClusterArgs) { a.Await = true }), "vcluster", true, false, true},
+		{"published chart, awaited", tenantArgs(func(a *VirtualClusterArgs) { a.Await = true }), "vcluster", true, false},
 		{"local chart, not awaited", tenantArgs(func(a *VirtualClusterArgs) { a.Chart = helmchart.Chart{Path: "/charts/vcluster"} }),
-			"/charts/vcluster", false, true, false},
+			"/charts/vcluster", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRecorder()
 			runVirtualCluster(t, r, tc.args)
-			rel, err := r.Get(releaseType, "team-a")
+			rel, err := r.Get(chartType, "team-a")
 			require.NoError(t, err)
 			assert.Equal(t, "team-a", rel.Inputs["name"].StringValue())
 			assert.Equal(t, "vcluster-team-a", rel.Inputs["namespace"].StringValue())
 			assert.Equal(t, tc.wantChart, rel.Inputs["chart"].StringValue())
 			assert.Equal(t, tc.wantRepo, rel.Inputs.HasValue("repositoryOpts"))
 			assert.Equal(t, tc.wantSkip, rel.Inputs["skipAwait"].BoolValue())
-			assert.Equal(t, tc.wantTimeout, rel.Inputs.HasValue("timeout"))
 			assert.Equal(t, "team-a", rel.ParentName())
 		})
 	}
@@ -194,7 +192,7 @@ func TestVirtualClusterReadsKubeconfigAfterRelease(t *testing.T) {
 	require.True(t, read.Read, "the kubeconfig Secret is read")
 	assert.Equal(t, "vcluster-team-a/vc-team-a", read.ID)
 	assert.Contains(t, read.Dependencies,
-		"urn:pulumi:test::gpu-tenancy::gpu-tenancy:vcluster:VirtualCluster$kubernetes:helm.sh/v3:Release::team-a")
+		"urn:pulumi:test::gpu-tenancy::gpu-tenancy:vcluster:VirtualCluster$kubernetes:helm.sh/v4:Chart::team-a")
 	assert.Equal(t, testKubeconfig, awaitOutput(t, vc.Kubeconfig))
 }
 

@@ -5,6 +5,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
 	"github.com/gpu-tenancy/gpu-tenancy/components/gke"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring"
+	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
 	"github.com/gpu-tenancy/gpu-tenancy/components/scaleway"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
@@ -28,13 +29,16 @@ const (
 	keyVCluster      = "vcluster"
 	keyAdmission     = "admission"
 	keyMonitoring    = "monitoring"
+	keyOwnership     = "ownership"
+	keyTimeouts      = "timeouts"
+	keyPrices        = "prices"
 	keyAdminPassword = "platformAdminPassword"
 	keyLicenseToken  = "platformLicenseToken"
 	keyAccessKey     = "platformAccessKey"
 )
 
 var knownKeys = []string{keyCloud, keyGKE, keyScaleway, keyExisting, keyKubeconfig, keyGPUPools, keyGPUClasses,
-	keyTenants, keyDRADriver, keyPlatform, keyVCluster, keyAdmission, keyMonitoring, keyAdminPassword, keyLicenseToken, keyAccessKey}
+	keyTenants, keyDRADriver, keyPlatform, keyVCluster, keyAdmission, keyMonitoring, keyOwnership, keyTimeouts, keyPrices, keyAdminPassword, keyLicenseToken, keyAccessKey}
 
 // Clouds are the values of `gpu-tenancy:cloud`.
 var Clouds = []string{string(cluster.GKE), string(cluster.Scaleway), string(cluster.Existing)}
@@ -53,6 +57,9 @@ type Config struct {
 	VCluster   vcluster.Settings
 	Admission  tenancy.AdmissionArgs
 	Monitoring monitoring.Spec
+	Ownership  OwnershipConfig
+	Timeouts   cluster.Timeouts
+	Prices     rules.Prices
 	Secrets    Secrets
 }
 
@@ -112,6 +119,15 @@ func (c *Config) TenantNames() []string {
 	names := make([]string, len(c.Tenants))
 	for i, t := range c.Tenants {
 		names[i] = t.Name
+	}
+	return names
+}
+
+// ClassNames lists the GPU classes in config order.
+func (c *Config) ClassNames() []string {
+	names := make([]string, len(c.GPUClasses))
+	for i, class := range c.GPUClasses {
+		names[i] = class.Name
 	}
 	return names
 }

@@ -56,7 +56,7 @@ func Load(src Source) (*Config, error) {
 		{keyGKE, &cfg.GKE}, {keyScaleway, &cfg.Scaleway}, {keyExisting, &cfg.Existing},
 		{keyGPUClasses, &cfg.GPUClasses}, {keyTenants, &cfg.Tenants}, {keyDRADriver, &cfg.DRADriver},
 		{keyPlatform, &cfg.Platform}, {keyVCluster, &cfg.VCluster}, {keyAdmission, &cfg.Admission},
-		{keyMonitoring, &cfg.Monitoring},
+		{keyMonitoring, &cfg.Monitoring}, {keyOwnership, &cfg.Ownership}, {keyTimeouts, &cfg.Timeouts}, {keyPrices, &cfg.Prices},
 	}
 	if pools := poolSpecs(&cfg); pools != nil {
 		objects = append(objects, struct {
@@ -166,6 +166,8 @@ func jsonKind(t reflect.Type) string {
 		return "boolean"
 	case reflect.Int, reflect.Int64, reflect.Int32:
 		return "integer"
+	case reflect.Float64:
+		return "number"
 	case reflect.Slice:
 		return "list"
 	case reflect.Map, reflect.Struct:
@@ -195,6 +197,10 @@ func checkShape(v any, t reflect.Type, p *field.Path) field.ErrorList {
 		}
 	case reflect.Int:
 		if f, ok := v.(float64); !ok || f != float64(int(f)) {
+			return wrong
+		}
+	case reflect.Float64:
+		if _, ok := v.(float64); !ok {
 			return wrong
 		}
 	case reflect.Slice:

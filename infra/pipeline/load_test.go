@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -134,6 +135,29 @@ func TestExampleStacksLoad(t *testing.T) {
 			require.NoError(t, err)
 		})
 	}
+}
+
+func TestPricesDecode(t *testing.T) {
+	tc := goodGKE()
+	tc["prices"] = obj{"currency": "EUR", "perDeviceHour": obj{"gpu-whole": 2.93, "gpu-slice": 1}}
+	cfg, err := Load(tc.source("platformAdminPassword"))
+	require.NoError(t, err)
+	assert.Equal(t, rules.Prices{Currency: "EUR", PerDeviceHour: map[string]float64{"gpu-whole": 2.93, "gpu-slice": 1}}, cfg.Prices)
+}
+
+func TestStackPricesReachTheShowbackRules(t *testing.T) {
+	rec, err := runStack(t, "scw-dev", nil)
+	require.NoError(t, err)
+	rule, err := rec.Get("kubernetes:monitoring.coreos.com/v1:PrometheusRule", "monitoring-showback")
+	require.NoError(t, err)
+	var costs []string
+	for _, r := range rule.Inputs["spec"].Mappable().(map[string]any)["groups"].([]any)[0].(map[string]any)["rules"].([]any) {
+		r := r.(map[string]any)
+		if r["record"] == rules.CostPerHour {
+			costs = append(costs, r["labels"].(map[string]any)[rules.CurrencyLabel].(string)+" "+r["expr"].(string)[strings.LastIndex(r["expr"].(string), " ")+1:])
+		}
+	}
+	assert.Equal(t, []string{"EUR 0.39", "EUR 0.75"}, costs, "gpu-slice then gpu-whole, at the stack's prices")
 }
 
 func TestReadStackFileKeepsSecretsOut(t *testing.T) {
@@ -317,6 +341,14 @@ func TestBadConfigs(t *testing.T) {
 			"gpu-tenancy:gpuClasses[1]", "mark it platformOnly"},
 		{"platform-only class granted", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["platformOnly"] = true }, nil,
 			"gpu-tenancy:gpuClasses[0].platformOnly", "granted to legal-ai"},
+		{"namespace deletion wait not a duration", goodGKE, func(tc testConfig) { tc["timeouts"] = obj{"namespaceDeletion": "ten minutes"} }, nil,
+			"gpu-tenancy:timeouts.namespaceDeletion", "a duration such as 10m"},
+		{"namespace deletion wait of zero", goodGKE, func(tc testConfig) { tc["timeouts"] = obj{"namespaceDeletion": "0s"} }, nil,
+			"gpu-tenancy:timeouts.namespaceDeletion", "more than 0"},
+		{"adopting an object without its kind", goodGKE, func(tc testConfig) { tc["ownership"] = obj{"adopt": list{"gpu-whole"}} }, nil,
+			"gpu-tenancy:ownership.adopt[0]", "Kind/name"},
+		{"adopting a kind the program does not create", goodGKE, func(tc testConfig) { tc["ownership"] = obj{"adopt": list{"Pod/x"}} }, nil,
+			"gpu-tenancy:ownership.adopt[0]", "DeviceClass"},
 		{"pending-claim alert sooner than a minute", goodGKE, func(tc testConfig) { tc["monitoring"] = obj{"pendingClaimAfter": "30s"} }, nil,
 			"gpu-tenancy:monitoring.pendingClaimAfter", "at least 1m"},
 		{"alert channels on a cloud without Cloud Monitoring", goodScaleway, func(tc testConfig) {
@@ -338,6 +370,26 @@ func TestBadConfigs(t *testing.T) {
 		{"chart with both path and repo", goodGKE, func(tc testConfig) {
 			tc["vcluster"] = obj{"chart": obj{"path": "./chart", "repo": "https://charts.loft.sh", "name": "vcluster"}}
 		}, nil, "gpu-tenancy:vcluster.chart.path", "not both"},
+		{"gke pool name that is no GCP label value", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 0)["name"] = "A100" }, nil,
+			"gpu-tenancy:gpuPools[0].name", "GCP label gpu-tenancy-pool"},
+		{"scaleway pool name that is no tag value", goodScaleway, func(tc testConfig) { at(tc, "gpuPools", 0)["name"] = "l4-" }, nil,
+			"gpu-tenancy:gpuPools[0].name", "tag gpu-tenancy-pool"},
+		{"prices without a currency", goodGKE, func(tc testConfig) { tc["prices"] = obj{"perDeviceHour": obj{"gpu-whole": 2.93}} }, nil,
+			"gpu-tenancy:prices.currency", "ISO 4217"},
+		{"prices in a currency that is no code", goodGKE, func(tc testConfig) {
+			tc["prices"] = obj{"currency": "€", "perDeviceHour": obj{"gpu-whole": 2.93}}
+		}, nil, "gpu-tenancy:prices.currency", "three capital letters"},
+		{"price of a class not in the catalog", goodGKE, func(tc testConfig) {
+			tc["prices"] = obj{"currency": "EUR", "perDeviceHour": obj{"gpu-h100": 4}}
+		}, nil, "gpu-tenancy:prices.perDeviceHour[gpu-h100]", `"gpu-whole", "gpu-slice"`},
+		{"price that is not positive", goodGKE, func(tc testConfig) {
+			tc["prices"] = obj{"currency": "EUR", "perDeviceHour": obj{"gpu-whole": -1}}
+		}, nil, "gpu-tenancy:prices.perDeviceHour[gpu-whole]", "positive price"},
+		{"price that is no number", goodGKE, func(tc testConfig) {
+			tc["prices"] = obj{"currency": "EUR", "perDeviceHour": obj{"gpu-whole": "2.93 EUR"}}
+		}, nil, "gpu-tenancy:prices.perDeviceHour.gpu-whole", "must be a number"},
+		{"unknown prices key", goodGKE, func(tc testConfig) { tc["prices"] = obj{"currency": "EUR", "perHour": obj{"gpu-whole": 2}} }, nil,
+			"gpu-tenancy:prices.perHour", `"perDeviceHour"`},
 	}
 	require.GreaterOrEqual(t, len(cases), 30)
 	for _, c := range cases {

@@ -44,10 +44,15 @@ func Program(baseDir string) pulumi.RunFunc {
 // build wires cluster -> DRA driver -> platform -> catalog -> tenants. Each step takes what the previous returned;
 // tenants depend on the catalog and platform, never on each other, so they provision in parallel.
 func build(ctx *pulumi.Context, cfg *Config, baseDir string) error {
-	cl, err := newCluster(ctx, cfg, baseDir)
+	owner, err := owner(ctx.Project(), ctx.Stack())
 	if err != nil {
 		return err
 	}
+	cl, err := newCluster(ctx, cfg, baseDir, owner)
+	if err != nil {
+		return err
+	}
+	cl.Owner, cl.Timeouts = owner, cfg.Timeouts
 	inCluster := cl.ResourceOptions()
 	// The catalog's classes select devices the driver publishes; with the driver in the stack, classes follow it.
 	var afterDriver []pulumi.Resource
@@ -98,7 +103,7 @@ func build(ctx *pulumi.Context, cfg *Config, baseDir string) error {
 	}
 	if cfg.Monitoring.EnabledFor(cl.Flavour) {
 		args := &monitoring.MonitoringArgs{Spec: cfg.Monitoring, Flavour: cl.Flavour, Project: cfg.GKE.Project,
-			DriverNamespace: dra.DefaultNamespace}
+			DriverNamespace: dra.DefaultNamespace, Prices: cfg.Prices}
 		if _, err := monitoring.NewMonitoring(ctx, "monitoring", args, inCluster...); err != nil {
 			return fmt.Errorf("creating monitoring: %w", err)
 		}
@@ -168,7 +173,7 @@ func optionalSecret(s Secret) pulumi.StringInput {
 	return pulumi.ToSecret(pulumi.String(string(s))).(pulumi.StringOutput)
 }
 
-func newCluster(ctx *pulumi.Context, cfg *Config, baseDir string) (*cluster.Cluster, error) {
+func newCluster(ctx *pulumi.Context, cfg *Config, baseDir, owner string) (*cluster.Cluster, error) {
 	switch cfg.Cloud {
 	case cluster.GKE:
 		c, err := gke.NewCluster(ctx, "gke", &cfg.GKE)
@@ -185,6 +190,10 @@ func newCluster(ctx *pulumi.Context, cfg *Config, baseDir string) (*cluster.Clus
 	default:
 		kubeconfig, err := existingKubeconfig(cfg, baseDir)
 		if err != nil {
+			return nil, err
+		}
+		warn := func(msg string) { _ = ctx.Log.Warn(msg, nil) }
+		if err := checkExistingCluster(ctx.Context(), cfg, kubeconfig, owner, warn); err != nil {
 			return nil, err
 		}
 		args := cfg.Existing

@@ -142,7 +142,7 @@ func TestKubeconfigServerIsPerTenant(t *testing.T) {
 	rec, err := runStack(t, "gke-dev", map[string]string{"gpu-tenancy:vcluster": `{"kubeconfigServer":"https://{tenant}.vc.example.com"}`})
 	require.NoError(t, err)
 	for _, tenant := range []string{"legal-ai", "research-ai"} {
-		release, err := rec.Get("kubernetes:helm.sh/v3:Release", tenant)
+		release, err := rec.Get("kubernetes:helm.sh/v4:Chart", tenant)
 		require.NoError(t, err)
 		values := release.Inputs["values"].ObjectValue()
 		server := values["exportKubeConfig"].ObjectValue()["server"].StringValue()
@@ -189,7 +189,7 @@ func TestTenantPodSecurityReachesNamespaceAndVCluster(t *testing.T) {
 		ns, err := rec.Get("kubernetes:core/v1:Namespace", tenant+"-namespace")
 		require.NoError(t, err)
 		assert.Equal(t, level, ns.Inputs["metadata"].ObjectValue()["labels"].ObjectValue()["pod-security.kubernetes.io/enforce"].StringValue())
-		release, err := rec.Get("kubernetes:helm.sh/v3:Release", tenant)
+		release, err := rec.Get("kubernetes:helm.sh/v4:Chart", tenant)
 		require.NoError(t, err)
 		assert.Equal(t, level, release.Inputs["values"].ObjectValue()["policies"].ObjectValue()["podSecurityStandard"].StringValue())
 	}
@@ -205,4 +205,25 @@ func TestClaimStatusWritersAreTheClustersPlusTheStacks(t *testing.T) {
 	assert.Contains(t, validations[0].ObjectValue()["expression"].StringValue(),
 		"['system:kube-scheduler', 'system:serviceaccount:kube-system:resource-claim-controller', 'system:kube-controller-manager', 'ops:claim-repair']",
 		"the cluster's writers once each, then the stack's")
+}
+
+func TestNamespaceDeletionIsBounded(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		override map[string]string
+		want     string
+	}{
+		{"by default", nil, "10m"},
+		{"as configured", map[string]string{"gpu-tenancy:timeouts": `{"namespaceDeletion":"90s"}`}, "90s"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec, err := runStack(t, "gke-dev", c.override)
+			require.NoError(t, err)
+			namespaces := rec.ByType("kubernetes:core/v1:Namespace")
+			require.NotEmpty(t, namespaces)
+			for _, ns := range namespaces {
+				assert.Equal(t, c.want, ns.Request.GetCustomTimeouts().GetDelete(), "namespace %s", ns.Name)
+			}
+		})
+	}
 }

@@ -48,6 +48,9 @@ func validate(c *Config) field.ErrorList {
 	errs = append(errs, c.VCluster.Validate(path(keyVCluster))...)
 	errs = append(errs, c.Admission.Validate(path(keyAdmission), c.TenantNames())...)
 	errs = append(errs, c.Monitoring.ValidateFor(path(keyMonitoring), c.Cloud)...)
+	errs = append(errs, c.Ownership.Validate(path(keyOwnership))...)
+	errs = append(errs, c.Timeouts.Validate(path(keyTimeouts))...)
+	errs = append(errs, c.Prices.Validate(path(keyPrices), c.ClassNames())...)
 	return errs
 }
 

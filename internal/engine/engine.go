@@ -16,6 +16,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"sigs.k8s.io/yaml"
 )
 
@@ -23,8 +24,11 @@ import (
 type Options struct {
 	// RepoRoot holds Pulumi.yaml, stacks/ and .tools/.
 	RepoRoot string
-	// Stack names stacks/Pulumi.<Stack>.yaml.
+	// Stack names the stack, and its config stacks/Pulumi.<Stack>.yaml unless ConfigFrom is set.
 	Stack string
+	// ConfigFrom names the stack file to take the config from, stacks/Pulumi.<ConfigFrom>.yaml, for a second stack
+	// with another's config; default Stack.
+	ConfigFrom string
 	// WorkDir holds the workspace (project file and the stack's working copy of its config); default
 	// .tools/engine/<stack>. The committed stack file is never written.
 	WorkDir string
@@ -37,8 +41,29 @@ type Options struct {
 	// SecretConfig sets secret keys.
 	SecretConfig map[string]string
 	// Progress receives the engine's progress output; nil discards it.
-	Progress io.Writer
+	Progress io.Writer `json:"-"`
+	// PolicyPacks run on every preview and up (`--policy-pack`): paths to policy pack binaries, such as the
+	// project's PolicyPack, or to PulumiPolicy.yaml directories; relative paths are taken from RepoRoot. A mandatory
+	// violation fails the operation.
+	PolicyPacks []string
+	// SkipRefresh leaves out the refresh that Up and Preview run first, where speed matters more than seeing drift.
+	SkipRefresh bool
+	// Program replaces the pipeline as the inline program; nil runs pipeline.Program(RepoRoot). Tests use it to run
+	// a deliberately broken program.
+	Program pulumi.RunFunc `json:"-"`
 }
+
+// PolicyPackBinary is the file name of the project's policy pack (./policy), which `make tools` builds into
+// .tools/bin.
+const PolicyPackBinary = "gpu-tenancy-policy"
+
+// PolicyPack is where `make tools` puts the project's policy pack under repoRoot.
+func PolicyPack(repoRoot string) string {
+	return filepath.Join(repoRoot, ".tools", "bin", PolicyPackBinary)
+}
+
+// projectName is the Pulumi project, as the program's config namespace spells it.
+const projectName = pipeline.Namespace
 
 // LocalPassphrase is the passphrase of stacks run on the local control plane when none is given; it protects
 // nothing of value (the local cluster's throwaway credentials) and is documented in the README.
@@ -69,7 +94,10 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if o.Passphrase == "" {
 		o.Passphrase = LocalPassphrase
 	}
-	stackFile := filepath.Join(o.RepoRoot, "stacks", "Pulumi."+o.Stack+".yaml")
+	if o.ConfigFrom == "" {
+		o.ConfigFrom = o.Stack
+	}
+	stackFile := filepath.Join(o.RepoRoot, "stacks", "Pulumi."+o.ConfigFrom+".yaml")
 	sc, err := pipeline.ReadStackFile(stackFile)
 	if err != nil {
 		return nil, err
@@ -92,6 +120,22 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if err := writeWorkspace(o, stackFile); err != nil {
 		return nil, err
 	}
+	// The CLI runs in WorkDir, so a relative pack path would be looked up there.
+	packs := make([]string, len(o.PolicyPacks))
+	for i, p := range o.PolicyPacks {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(o.RepoRoot, p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("engine: policy pack: %w", err)
+		}
+		packs[i] = p
+	}
+	o.PolicyPacks = packs
+	program := o.Program
+	if program == nil {
+		program = pipeline.Program(o.RepoRoot)
+	}
 
 	cmd, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: tools})
 	if err != nil {
@@ -109,7 +153,7 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 		auto.Pulumi(cmd),
 		auto.EnvVars(env),
 		auto.SecretsProvider("passphrase"),
-		auto.Program(pipeline.Program(o.RepoRoot)),
+		auto.Program(program),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("engine: workspace for stack %s: %w", o.Stack, err)
@@ -136,7 +180,7 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 // writeWorkspace writes the project file and the stack's working copy of its config. The working copy keeps the
 // encryption salt of an earlier run, so secrets already in the state stay readable.
 func writeWorkspace(o Options, stackFile string) error {
-	project := fmt.Sprintf("name: gpu-tenancy\nruntime: go\nbackend:\n  url: file://%s\n", o.StateDir)
+	project := fmt.Sprintf("name: %s\nruntime: go\nbackend:\n  url: file://%s\n", projectName, o.StateDir)
 	if err := os.WriteFile(filepath.Join(o.WorkDir, "Pulumi.yaml"), []byte(project), 0o600); err != nil {
 		return fmt.Errorf("engine: writing project file: %w", err)
 	}
@@ -171,18 +215,49 @@ func (s *Stack) progress() io.Writer {
 	return s.opts.Progress
 }
 
-// Up applies the stack.
-func (s *Stack) Up(ctx context.Context) (auto.UpResult, error) {
-	return s.Stack.Up(ctx, optup.ProgressStreams(s.progress()), optup.ErrorProgressStreams(s.progress()))
+// Up refreshes the stack (unless SkipRefresh), so that what was deleted or edited by hand is put back, then applies
+// it with the policy packs; opts add to (or override) the defaults.
+func (s *Stack) Up(ctx context.Context, opts ...optup.Option) (auto.UpResult, error) {
+	defaults := []optup.Option{optup.ProgressStreams(s.progress()), optup.ErrorProgressStreams(s.progress())}
+	if !s.opts.SkipRefresh {
+		defaults = append(defaults, optup.Refresh())
+	}
+	if len(s.opts.PolicyPacks) > 0 {
+		defaults = append(defaults, optup.PolicyPacks(s.opts.PolicyPacks...))
+	}
+	done, err := s.begin(OpUp)
+	if err != nil {
+		return auto.UpResult{}, err
+	}
+	defer done()
+	// A tenant's removal deletes its namespace: say what that waits for.
+	finish := s.watchTerminating(ctx)
+	res, err := s.Stack.Up(ctx, append(defaults, opts...)...)
+	return res, finish(err)
 }
 
-// Preview previews the stack, showing the diff.
-func (s *Stack) Preview(ctx context.Context) (auto.PreviewResult, error) {
-	return s.Stack.Preview(ctx, optpreview.Diff(), optpreview.ProgressStreams(s.progress()),
-		optpreview.ErrorProgressStreams(s.progress()))
+// Preview refreshes (unless SkipRefresh), so drift shows as a diff, then previews the stack with the policy packs;
+// opts add to (or override) the defaults.
+func (s *Stack) Preview(ctx context.Context, opts ...optpreview.Option) (auto.PreviewResult, error) {
+	defaults := []optpreview.Option{optpreview.Diff(), optpreview.ProgressStreams(s.progress()),
+		optpreview.ErrorProgressStreams(s.progress())}
+	if !s.opts.SkipRefresh {
+		defaults = append(defaults, optpreview.Refresh())
+	}
+	if len(s.opts.PolicyPacks) > 0 {
+		defaults = append(defaults, optpreview.PolicyPacks(s.opts.PolicyPacks...))
+	}
+	return s.Stack.Preview(ctx, append(defaults, opts...)...)
 }
 
 // Destroy deletes everything the stack created; the stack itself stays, with empty state.
 func (s *Stack) Destroy(ctx context.Context) (auto.DestroyResult, error) {
-	return s.Stack.Destroy(ctx, optdestroy.ProgressStreams(s.progress()), optdestroy.ErrorProgressStreams(s.progress()))
+	done, err := s.begin(OpDestroy)
+	if err != nil {
+		return auto.DestroyResult{}, err
+	}
+	defer done()
+	finish := s.watchTerminating(ctx)
+	res, err := s.Stack.Destroy(ctx, optdestroy.ProgressStreams(s.progress()), optdestroy.ErrorProgressStreams(s.progress()))
+	return res, finish(err)
 }

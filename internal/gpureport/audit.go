@@ -14,6 +14,11 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 )
 
+// AuditAPIVersion versions the AuditReport on its own (docs/cli.md): v1alpha2 replaced v1alpha1's Helm release check
+// HelmReleaseUnreadable by VClusterConfigUnreadable and its scope's vclusterReleases by vclusters, when vClusters
+// stopped being Helm releases.
+const AuditAPIVersion = "gpu-tenancy.io/v1alpha2"
+
 // AuditReport is `gpu-tenancy audit`: the platform's invariants checked on the live cluster.
 type AuditReport struct {
 	APIVersion  string     `json:"apiVersion"`
@@ -25,10 +30,11 @@ type AuditReport struct {
 
 // AuditScope is what the audit looked at, so a clean report is seen to have checked something.
 type AuditScope struct {
-	Tenants          []string `json:"tenants"`
-	DeviceClasses    int      `json:"deviceClasses"`
-	TenantClaims     int      `json:"tenantClaims"`
-	VClusterReleases int      `json:"vclusterReleases"`
+	Tenants       []string `json:"tenants"`
+	DeviceClasses int      `json:"deviceClasses"`
+	TenantClaims  int      `json:"tenantClaims"`
+	// VClusters counts the vCluster configs found in tenant namespaces.
+	VClusters int `json:"vclusters"`
 }
 
 // Finding is one broken invariant: which object, what is wrong and how to fix it. Check is one of the Check*
@@ -69,7 +75,7 @@ const (
 	CheckPodSecurityTooWeak          = "PodSecurityEnforceTooWeak"
 	CheckVClusterSyncsAllClasses     = "VClusterSyncsAllDeviceClasses"
 	CheckVClusterSyncsForeignClasses = "VClusterSyncsForeignDeviceClasses"
-	CheckHelmReleaseUnreadable       = "HelmReleaseUnreadable"
+	CheckVClusterConfigUnreadable    = "VClusterConfigUnreadable"
 )
 
 // fixPulumi is the fix for a platform object changed or deleted outside Pulumi: without a refresh Pulumi's state
@@ -79,7 +85,7 @@ const fixPulumi = "run `pulumi up --refresh` on the platform's stack to put it b
 // Audit checks the snapshot against the platform's invariants.
 func Audit(s *Snapshot, now time.Time) *AuditReport {
 	a := &auditor{snap: s, classes: s.classes(), tenants: s.tenants()}
-	rep := &AuditReport{APIVersion: APIVersion, Kind: "AuditReport", GeneratedAt: now.UTC().Truncate(time.Second),
+	rep := &AuditReport{APIVersion: AuditAPIVersion, Kind: "AuditReport", GeneratedAt: now.UTC().Truncate(time.Second),
 		Scope: AuditScope{Tenants: []string{}, DeviceClasses: len(s.DeviceClasses)}}
 	known := map[string]bool{}
 	for i := range s.Namespaces {
@@ -95,7 +101,7 @@ func Audit(s *Snapshot, now time.Time) *AuditReport {
 	sort.Strings(rep.Scope.Tenants)
 	rep.Scope.TenantClaims = a.claims()
 	a.grants(known)
-	rep.Scope.VClusterReleases = a.releases()
+	rep.Scope.VClusters = a.vclusters()
 	rep.Findings = a.findings
 	if rep.Findings == nil {
 		rep.Findings = []Finding{}
@@ -262,28 +268,30 @@ func (a *auditor) grants(known map[string]bool) {
 	}
 }
 
-// releases checks the vCluster releases of tenant namespaces: a vCluster that syncs DeviceClasses must sync only
-// those carrying its tenant's grant label. It returns how many vCluster releases it checked.
-func (a *auditor) releases() int {
+// vclusters checks the vCluster of each tenant namespace: one that syncs DeviceClasses must sync only those carrying
+// its tenant's grant label. It reads the config the vCluster chart stores for each vCluster, the Secret its control
+// plane mounts as its config (loft-sh/vcluster v0.36.1 chart/templates/statefulset.yaml, volume vcluster-config), so
+// what is checked is what the vCluster runs with. It returns how many vCluster configs it found.
+func (a *auditor) vclusters() int {
 	n := 0
-	for _, s := range currentReleases(a.snap.HelmReleases) {
+	for i := range a.snap.VClusterConfigs {
+		s := &a.snap.VClusterConfigs[i]
 		tenant, ok := a.tenants[s.Namespace]
-		if !ok {
-			continue
-		}
-		ref := ObjectRef{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}
-		r, err := decodeRelease(s)
-		if err != nil {
-			a.add(Finding{CheckHelmReleaseUnreadable, tenant, ref,
-				fmt.Sprintf("Helm release %s cannot be read (%v), so its DeviceClass sync is unchecked", s.Labels[helmNameLabel], err),
-				"inspect the release with `helm get values -n " + s.Namespace + " " + s.Labels[helmNameLabel] + "`"})
-			continue
-		}
-		if r.Chart.Metadata.Name != vclusterChartName {
+		release, isConfig := strings.CutPrefix(s.Name, ConfigSecretPrefix)
+		if !ok || !isConfig || s.Labels[vclusterAppLabel] != vclusterApp {
 			continue
 		}
 		n++
-		sync := lookup(r.values(), "sync", "fromHost", "deviceClasses")
+		ref := ObjectRef{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}
+		values, err := decodeConfig(s)
+		if err != nil {
+			a.add(Finding{CheckVClusterConfigUnreadable, tenant, ref,
+				fmt.Sprintf("vCluster %s's config cannot be read (%v), so its DeviceClass sync is unchecked", release, err),
+				fixPulumi + fmt.Sprintf("; to see what it holds: kubectl get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d",
+					s.Namespace, s.Name, strings.ReplaceAll(ConfigSecretKey, ".", `\.`))})
+			continue
+		}
+		sync := lookup(values, "sync", "fromHost", "deviceClasses")
 		if enabled, _ := lookup(sync, "enabled").(bool); !enabled {
 			continue
 		}
@@ -293,11 +301,11 @@ func (a *auditor) releases() int {
 		switch {
 		case emptySelector(selector):
 			a.add(Finding{CheckVClusterSyncsAllClasses, tenant, ref,
-				fmt.Sprintf("vCluster %s syncs DeviceClasses without a label selector: the tenant sees every class of the cluster", r.Name), fix})
+				fmt.Sprintf("vCluster %s syncs DeviceClasses without a label selector: the tenant sees every class of the cluster", release), fix})
 		case !requiresLabel(selector, key):
 			a.add(Finding{CheckVClusterSyncsForeignClasses, tenant, ref,
 				fmt.Sprintf("vCluster %s syncs DeviceClasses with selector %s, which does not require %s=true: the tenant may see other tenants' classes",
-					r.Name, describeSelector(selector), key), fix})
+					release, describeSelector(selector), key), fix})
 		}
 	}
 	return n

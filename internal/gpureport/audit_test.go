@@ -27,9 +27,9 @@ func cleanCluster(t *testing.T) Snapshot {
 			quota(researchNS, map[string]int64{naming.DeviceQuotaKey("gpu-slice"): 2}, nil),
 		},
 		LimitRanges: []corev1.LimitRange{limitRange(legalNS), limitRange(researchNS)},
-		HelmReleases: []corev1.Secret{
-			helmSecret(t, legalNS, legal, 1, "deployed", vclusterRelease(legal, legalNS, tenantSelector(legal))),
-			helmSecret(t, researchNS, research, 1, "deployed", vclusterRelease(research, researchNS, tenantSelector(research))),
+		VClusterConfigs: []corev1.Secret{
+			configSecret(t, legalNS, legal, tenantSelector(legal)),
+			configSecret(t, researchNS, research, tenantSelector(research)),
 		},
 	}
 	for _, tenant := range []string{legal, research} {
@@ -44,7 +44,7 @@ func TestAuditCleanCluster(t *testing.T) {
 	s := cleanCluster(t)
 	r := Audit(&s, now)
 	assert.Empty(t, r.Findings)
-	assert.Equal(t, AuditScope{Tenants: []string{legal, research}, DeviceClasses: 2, TenantClaims: 2, VClusterReleases: 2}, r.Scope)
+	assert.Equal(t, AuditScope{Tenants: []string{legal, research}, DeviceClasses: 2, TenantClaims: 2, VClusters: 2}, r.Scope)
 }
 
 func TestAuditFindings(t *testing.T) {
@@ -144,32 +144,46 @@ func TestAuditFindings(t *testing.T) {
 		{
 			name: "a vCluster syncing DeviceClasses without a selector",
 			modify: func(t *testing.T, s *Snapshot) {
-				s.HelmReleases[0] = helmSecret(t, legalNS, legal, 1, "deployed", vclusterRelease(legal, legalNS, map[string]any{"enabled": true}))
+				s.VClusterConfigs[0] = configSecret(t, legalNS, legal, map[string]any{"enabled": true})
 			},
-			want: []found{{CheckVClusterSyncsAllClasses, legal, ObjectRef{"Secret", legalNS, "sh.helm.release.v1.legal-ai.v1"}}},
+			want: []found{{CheckVClusterSyncsAllClasses, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
+		},
+		{
+			name: "a vCluster syncing DeviceClasses with an empty selector",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.VClusterConfigs[0] = configSecret(t, legalNS, legal, map[string]any{"enabled": true,
+					"selector": map[string]any{"matchLabels": map[string]any{}}})
+			},
+			want: []found{{CheckVClusterSyncsAllClasses, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
 		},
 		{
 			name: "a vCluster syncing another tenant's DeviceClasses",
 			modify: func(t *testing.T, s *Snapshot) {
-				s.HelmReleases[1] = helmSecret(t, researchNS, research, 1, "deployed", vclusterRelease(research, researchNS, tenantSelector(legal)))
+				s.VClusterConfigs[1] = configSecret(t, researchNS, research, tenantSelector(legal))
 			},
-			want: []found{{CheckVClusterSyncsForeignClasses, research, ObjectRef{"Secret", researchNS, "sh.helm.release.v1.research-ai.v1"}}},
+			want: []found{{CheckVClusterSyncsForeignClasses, research, ObjectRef{"Secret", researchNS, "vc-config-research-ai"}}},
 		},
 		{
-			name: "a vCluster release that cannot be decoded",
+			name: "a vCluster selecting its tenant's label with a value other than true",
 			modify: func(t *testing.T, s *Snapshot) {
-				s.HelmReleases[0].Data["release"] = []byte("not base64!")
+				s.VClusterConfigs[1] = configSecret(t, researchNS, research, map[string]any{"enabled": true,
+					"selector": map[string]any{"matchLabels": map[string]any{naming.ClassTenantLabel(research): "yes"}}})
 			},
-			want: []found{{CheckHelmReleaseUnreadable, legal, ObjectRef{"Secret", legalNS, "sh.helm.release.v1.legal-ai.v1"}}},
+			want: []found{{CheckVClusterSyncsForeignClasses, research, ObjectRef{"Secret", researchNS, "vc-config-research-ai"}}},
 		},
 		{
-			name: "the deployed revision counts, not a superseded one",
+			name: "a vCluster config that is not YAML",
 			modify: func(t *testing.T, s *Snapshot) {
-				s.HelmReleases[0] = helmSecret(t, legalNS, legal, 1, "superseded", vclusterRelease(legal, legalNS, tenantSelector(legal)))
-				s.HelmReleases = append(s.HelmReleases,
-					helmSecret(t, legalNS, legal, 2, "deployed", vclusterRelease(legal, legalNS, map[string]any{"enabled": true})))
+				s.VClusterConfigs[0].Data[ConfigSecretKey] = []byte("sync: [fromHost")
 			},
-			want: []found{{CheckVClusterSyncsAllClasses, legal, ObjectRef{"Secret", legalNS, "sh.helm.release.v1.legal-ai.v2"}}},
+			want: []found{{CheckVClusterConfigUnreadable, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
+		},
+		{
+			name: "a vCluster config without its key",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.VClusterConfigs[0].Data = map[string][]byte{"values.yaml": s.VClusterConfigs[0].Data[ConfigSecretKey]}
+			},
+			want: []found{{CheckVClusterConfigUnreadable, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
 		},
 	}
 	for _, tc := range cases {
@@ -191,10 +205,13 @@ func TestAuditFindings(t *testing.T) {
 func TestAuditVClusterSync(t *testing.T) {
 	// Shapes of the DeviceClass sync a vCluster may have, none of which lets the tenant see foreign classes.
 	cases := []struct {
-		name   string
-		values map[string]any
+		name          string
+		deviceClasses map[string]any
 	}{
+		{"exactly the tenant's label", tenantSelector(legal)},
 		{"sync disabled", map[string]any{"enabled": false}},
+		{"sync disabled with a selector left over", map[string]any{"enabled": false, "selector": map[string]any{}}},
+		{"no DeviceClass sync in the config", nil},
 		{"the tenant's label through matchExpressions", map[string]any{"enabled": true, "selector": map[string]any{
 			"matchExpressions": []any{map[string]any{"key": naming.ClassTenantLabel(legal), "operator": "In", "values": []any{"true"}}},
 		}}},
@@ -205,27 +222,49 @@ func TestAuditVClusterSync(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := cleanCluster(t)
-			s.HelmReleases[0] = helmSecret(t, legalNS, legal, 1, "deployed", vclusterRelease(legal, legalNS, tc.values))
-			assert.Empty(t, Audit(&s, now).Findings)
+			s.VClusterConfigs[0] = configSecret(t, legalNS, legal, tc.deviceClasses)
+			r := Audit(&s, now)
+			assert.Empty(t, r.Findings)
+			assert.Equal(t, 2, r.Scope.VClusters)
 		})
 	}
-	t.Run("a sync enabled by the chart's defaults counts", func(t *testing.T) {
+
+	// Secrets the audit does not take for a tenant's vCluster config: each would be a finding if it were read.
+	others := []struct {
+		name   string
+		secret func(t *testing.T) corev1.Secret
+	}{
+		{"a vCluster outside tenant namespaces", func(t *testing.T) corev1.Secret {
+			return configSecret(t, "vcluster-platform", "loft", map[string]any{"enabled": true})
+		}},
+		{"another Secret of the vCluster chart", func(t *testing.T) corev1.Secret {
+			s := configSecret(t, legalNS, legal, map[string]any{"enabled": true})
+			s.Name = "vc-" + legal
+			return s
+		}},
+		{"a vc-config- Secret without the chart's label", func(t *testing.T) corev1.Secret {
+			s := configSecret(t, legalNS, "copy", map[string]any{"enabled": true})
+			delete(s.Labels, "app")
+			return s
+		}},
+	}
+	for _, tc := range others {
+		t.Run(tc.name, func(t *testing.T) {
+			s := cleanCluster(t)
+			s.VClusterConfigs = append(s.VClusterConfigs, tc.secret(t))
+			r := Audit(&s, now)
+			assert.Empty(t, r.Findings)
+			assert.Equal(t, 2, r.Scope.VClusters)
+		})
+	}
+	t.Run("an unreadable config still counts as a vCluster found", func(t *testing.T) {
 		s := cleanCluster(t)
-		rel := vclusterRelease(legal, legalNS, nil)
-		rel["config"] = map[string]any{}
-		lookup(rel, "chart", "values", "sync", "fromHost", "deviceClasses").(map[string]any)["enabled"] = true
-		s.HelmReleases[0] = helmSecret(t, legalNS, legal, 1, "deployed", rel)
+		s.VClusterConfigs[1].Data[ConfigSecretKey] = []byte("- not a map")
 		r := Audit(&s, now)
 		require.Len(t, r.Findings, 1)
-		assert.Equal(t, CheckVClusterSyncsAllClasses, r.Findings[0].Check)
-	})
-	t.Run("releases of other charts are not vClusters", func(t *testing.T) {
-		s := cleanCluster(t)
-		rel := vclusterRelease("metrics", legalNS, map[string]any{"enabled": true})
-		lookup(rel, "chart", "metadata").(map[string]any)["name"] = "kube-state-metrics"
-		s.HelmReleases = append(s.HelmReleases, helmSecret(t, legalNS, "metrics", 1, "deployed", rel))
-		r := Audit(&s, now)
-		assert.Empty(t, r.Findings)
-		assert.Equal(t, 2, r.Scope.VClusterReleases)
+		assert.Equal(t, CheckVClusterConfigUnreadable, r.Findings[0].Check)
+		assert.Contains(t, r.Findings[0].Message, "research-ai's config cannot be read")
+		assert.Contains(t, r.Findings[0].Fix, `jsonpath='{.data.config\.yaml}'`)
+		assert.Equal(t, 2, r.Scope.VClusters)
 	})
 }

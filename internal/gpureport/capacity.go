@@ -21,6 +21,10 @@ type CapacityReport struct {
 	Classes     []ClassCapacity `json:"classes"`
 	Tenants     []TenantUsage   `json:"tenants"`
 	Pools       []PoolInventory `json:"pools"`
+	// Currency is the currency of every cost, present when prices were given (see Price).
+	Currency string `json:"currency,omitempty"`
+	// TenantCosts are, when prices were given, each tenant's hourly cost summed over its priced classes.
+	TenantCosts []TenantCost `json:"tenantCosts,omitempty"`
 	// Warnings are problems that make a count unreliable, such as a class selector that fails on some device.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -83,6 +87,9 @@ type TenantUsage struct {
 	Pending int `json:"pending"`
 	// OldestPendingSeconds is the age of the oldest of them, 0 when none.
 	OldestPendingSeconds int64 `json:"oldestPendingSeconds"`
+	// CostPerHour is Allocated times the class's price per device-hour, in the report's Currency; absent when the
+	// class has no price.
+	CostPerHour *float64 `json:"costPerHour,omitempty"`
 }
 
 // PoolInventory is one pool of the NVIDIA driver (one per node): its physical GPUs and its devices.

@@ -1,10 +1,6 @@
 package gpureport
 
 import (
-	"bytes"
-	"compress/gzip"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -16,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 )
@@ -209,41 +206,33 @@ func failedCreation(p corev1.Pod, message string) corev1.Event {
 	}
 }
 
-// helmSecret stores a release the way Helm 3 does: JSON, gzipped, base64, in a Secret labelled by owner, name,
-// version and status.
-func helmSecret(t *testing.T, namespace, name string, version int, status string, release map[string]any) corev1.Secret {
+// configSecret is a vCluster's config Secret as the vCluster chart renders it (loft-sh/vcluster v0.36.1
+// chart/templates/config-secret.yaml): vc-config-<release>, labelled app=vcluster, the chart's effective values as
+// YAML under config.yaml, here a few of the defaults around the given DeviceClass sync (omitted when nil).
+func configSecret(t *testing.T, namespace, release string, deviceClasses map[string]any) corev1.Secret {
 	t.Helper()
-	raw, err := json.Marshal(release)
+	fromHost := map[string]any{"nodes": map[string]any{"enabled": false}, "runtimeClasses": map[string]any{"enabled": false}}
+	if deviceClasses != nil {
+		fromHost["deviceClasses"] = deviceClasses
+	}
+	values := map[string]any{
+		"sync": map[string]any{
+			"fromHost": fromHost,
+			"toHost":   map[string]any{"pods": map[string]any{"enabled": true}, "resourceClaims": map[string]any{"enabled": true}},
+		},
+		"controlPlane": map[string]any{"statefulSet": map[string]any{"image": map[string]any{"tag": "0.36.1"}}},
+	}
+	raw, err := yaml.Marshal(values)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	if _, err := zw.Write(raw); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: namespace, Name: fmt.Sprintf("sh.helm.release.v1.%s.v%d", name, version),
-			Labels: map[string]string{"owner": "helm", "name": name, "version": fmt.Sprint(version), "status": status},
+			Namespace: namespace, Name: ConfigSecretPrefix + release,
+			Labels: map[string]string{"app": "vcluster", "chart": "vcluster-0.36.1", "release": release, "heritage": "Helm"},
 		},
-		Type: HelmReleaseType,
-		Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(gz.Bytes()))},
-	}
-}
-
-// vclusterRelease is a vcluster chart release whose user values set the DeviceClass sync.
-func vclusterRelease(name, namespace string, deviceClasses map[string]any) map[string]any {
-	return map[string]any{
-		"name": name, "namespace": namespace, "version": 1,
-		"chart": map[string]any{
-			"metadata": map[string]any{"name": "vcluster", "version": "0.36.1"},
-			"values":   map[string]any{"sync": map[string]any{"fromHost": map[string]any{"deviceClasses": map[string]any{"enabled": false}}}},
-		},
-		"config": map[string]any{"sync": map[string]any{"fromHost": map[string]any{"deviceClasses": deviceClasses}}},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{ConfigSecretKey: raw},
 	}
 }
 

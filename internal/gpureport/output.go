@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -101,6 +102,14 @@ func optional(v *int64) string {
 	return fmt.Sprint(*v)
 }
 
+// money writes a cost as its shortest decimal, "-" when there is none.
+func money(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*v, 'f', -1, 64)
+}
+
 func (r *CapacityReport) writeTable(w io.Writer) error {
 	t := newTable(w)
 	t.row("CLASS", "TENANTS", "EXIST", "ALLOCATED", "UNAVAILABLE", "FREE")
@@ -108,7 +117,12 @@ func (r *CapacityReport) writeTable(w io.Writer) error {
 		t.row(c.Name, orDash(strings.Join(c.Tenants, ",")), c.Exist, c.Allocated, c.Unavailable, c.Free)
 	}
 	t.row()
-	t.row("TENANT", "CLASS", "GRANTED", "ALLOCATED", "REQUESTED", "QUOTA", "PENDING", "OLDEST PENDING")
+	header := []any{"TENANT", "CLASS", "GRANTED", "ALLOCATED", "REQUESTED", "QUOTA", "PENDING", "OLDEST PENDING"}
+	costHeader := "COST/H (" + r.Currency + ")"
+	if r.Currency != "" {
+		header = append(header, costHeader)
+	}
+	t.row(header...)
 	for _, u := range r.Tenants {
 		granted, oldest := "no", "-"
 		if u.Granted {
@@ -117,7 +131,18 @@ func (r *CapacityReport) writeTable(w io.Writer) error {
 		if u.Pending > 0 {
 			oldest = age(u.OldestPendingSeconds)
 		}
-		t.row(u.Tenant, u.Class, granted, u.Allocated, optional(u.Requested), optional(u.Quota), u.Pending, oldest)
+		cells := []any{u.Tenant, u.Class, granted, u.Allocated, optional(u.Requested), optional(u.Quota), u.Pending, oldest}
+		if r.Currency != "" {
+			cells = append(cells, money(u.CostPerHour))
+		}
+		t.row(cells...)
+	}
+	if r.Currency != "" {
+		t.row()
+		t.row("TENANT", costHeader)
+		for _, c := range r.TenantCosts {
+			t.row(c.Tenant, money(&c.CostPerHour))
+		}
 	}
 	t.row()
 	t.row("POOL", "NODE", "GENERATION", "GPUS", "GPUS IN USE", "DEVICES", "ALLOCATED", "COMPLETE")
@@ -165,8 +190,8 @@ func (r *PendingReport) writeTable(w io.Writer) error {
 
 func (r *AuditReport) writeTable(w io.Writer) error {
 	s := r.Scope
-	summary := fmt.Sprintf("audited %d tenants, %d DeviceClasses, %d tenant claims, %d vCluster releases",
-		len(s.Tenants), s.DeviceClasses, s.TenantClaims, s.VClusterReleases)
+	summary := fmt.Sprintf("audited %d tenants, %d DeviceClasses, %d tenant claims, %d vClusters",
+		len(s.Tenants), s.DeviceClasses, s.TenantClaims, s.VClusters)
 	if len(r.Findings) == 0 {
 		_, err := fmt.Fprintf(w, "%s: no findings.\n", summary)
 		return err

@@ -94,9 +94,9 @@ func TestAuditJSON(t *testing.T) {
 	s.LimitRanges = s.LimitRanges[1:]
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(render(t, Audit(&s, now), JSON), &doc))
-	assert.Equal(t, "gpu-tenancy.io/v1alpha1", doc["apiVersion"])
+	assert.Equal(t, "gpu-tenancy.io/v1alpha2", doc["apiVersion"])
 	assert.Equal(t, "AuditReport", doc["kind"])
-	assert.Equal(t, map[string]any{"tenants": []any{legal, research}, "deviceClasses": 2.0, "tenantClaims": 3.0, "vclusterReleases": 2.0}, doc["scope"])
+	assert.Equal(t, map[string]any{"tenants": []any{legal, research}, "deviceClasses": 2.0, "tenantClaims": 3.0, "vclusters": 2.0}, doc["scope"])
 	require.Len(t, doc["findings"], 1)
 	f := doc["findings"].([]any)[0].(map[string]any)
 	assert.Equal(t, "LimitRangeMissing", f["check"])
@@ -133,7 +133,7 @@ func TestTables(t *testing.T) {
 			"vcluster-legal-ai  legal-ai  whole-c  whole-c  gpu-whole  5m   Unschedulable: pod whole-c: 0/5 nodes are available",
 		}},
 		{"a clean audit says what it checked", Audit(&s, now), []string{
-			"audited 2 tenants, 2 DeviceClasses, 3 tenant claims, 2 vCluster releases: no findings.",
+			"audited 2 tenants, 2 DeviceClasses, 3 tenant claims, 2 vClusters: no findings.",
 		}},
 	}
 	for _, tc := range cases {

@@ -16,7 +16,8 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 )
 
-// APIVersion versions every report document; a change that breaks a consumer of the JSON gets a new version.
+// APIVersion versions the capacity and pending documents (AuditAPIVersion the audit's): each kind is versioned on its
+// own, and a change that breaks a consumer of its JSON gets it a new version.
 const APIVersion = "gpu-tenancy.io/v1alpha1"
 
 // Snapshot is what the reports read from the cluster. Each command fills only what it needs (see Needs); the
@@ -36,8 +37,9 @@ type Snapshot struct {
 	Events         []corev1.Event
 	PolicyBindings []admissionv1.ValidatingAdmissionPolicyBinding
 	Policies       []admissionv1.ValidatingAdmissionPolicy
-	// HelmReleases are Helm's release Secrets (type helm.sh/release.v1).
-	HelmReleases []corev1.Secret
+	// VClusterConfigs are the Secrets the vCluster chart labels as its own (VClusterSecretSelector); the audit reads
+	// the config Secrets among them.
+	VClusterConfigs []corev1.Secret
 }
 
 // Need names one kind of object a report reads.
@@ -55,7 +57,7 @@ const (
 	NeedPods
 	NeedEvents
 	NeedPolicies
-	NeedHelmReleases
+	NeedVClusterConfigs
 )
 
 // What each report reads.
@@ -64,7 +66,7 @@ const (
 	PendingNeeds  = NeedNamespaces | NeedDeviceClasses | NeedResourceSlices | NeedResourceClaims | NeedClaimTemplates |
 		NeedPods | NeedEvents
 	AuditNeeds = NeedNamespaces | NeedDeviceClasses | NeedResourceClaims | NeedResourceQuotas | NeedLimitRanges |
-		NeedPolicies | NeedHelmReleases
+		NeedPolicies | NeedVClusterConfigs
 )
 
 // Has reports whether n includes all of m.

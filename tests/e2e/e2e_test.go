@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
 	"github.com/gpu-tenancy/gpu-tenancy/tests/probe"
@@ -49,6 +51,10 @@ type stackEnv struct {
 	stateDir string
 	workDir  string
 	base     pipeline.StackConfig
+	// name is the stack's name when it is not the local stack's own: a second stack with the local stack's config.
+	name string
+	// config sets further keys of the stack's config (full keys, raw values).
+	config map[string]string
 }
 
 func newStackEnv(t *testing.T) *stackEnv {
@@ -67,9 +73,18 @@ func (s *stackEnv) open(ctx context.Context, tenants []pipeline.TenantConfig) *e
 // openWith is open with the GPU classes replaced too, when given.
 func (s *stackEnv) openWith(ctx context.Context, tenants []pipeline.TenantConfig, classes []tenancy.GPUClass) *engine.Stack {
 	s.t.Helper()
+	st, err := engine.Open(ctx, s.options(tenants, classes))
+	require.NoError(s.t, err)
+	return st
+}
+
+// options are the engine options of the local stack of this test, tenants and classes replaced when given.
+func (s *stackEnv) options(tenants []pipeline.TenantConfig, classes []tenancy.GPUClass) engine.Options {
+	s.t.Helper()
 	raw, err := os.ReadFile(kubeconfig)
 	require.NoError(s.t, err)
 	cfg := map[string]string{pipeline.Namespace + ":existing": `{}`}
+	maps.Copy(cfg, s.config)
 	for key, value := range map[string]any{"tenants": tenants, "gpuClasses": classes} {
 		if reflect.ValueOf(value).IsNil() {
 			continue
@@ -78,14 +93,23 @@ func (s *stackEnv) openWith(ctx context.Context, tenants []pipeline.TenantConfig
 		require.NoError(s.t, err)
 		cfg[pipeline.Namespace+":"+key] = string(raw)
 	}
-	st, err := engine.Open(ctx, engine.Options{
-		RepoRoot: repoRoot, Stack: "local", WorkDir: s.workDir, StateDir: s.stateDir,
+	return engine.Options{
+		RepoRoot: repoRoot, Stack: s.stack(), ConfigFrom: "local", WorkDir: s.workDir, StateDir: s.stateDir,
 		Passphrase: "e2e-passphrase", Config: cfg, Progress: testWriter{s.t},
 		SecretConfig: map[string]string{pipeline.Namespace + ":kubeconfig": string(raw)},
-	})
-	require.NoError(s.t, err)
-	return st
+	}
 }
+
+// stack is the name of this test's stack: the local stack, or another stack with its config.
+func (s *stackEnv) stack() string {
+	if s.name == "" {
+		return "local"
+	}
+	return s.name
+}
+
+// owner is the value of the owner label on this stack's objects.
+func (s *stackEnv) owner() string { return naming.StackOwner(pipeline.Namespace, s.stack()) }
 
 // classes are the local stack's GPU classes, those named marked platform-only.
 func (s *stackEnv) classes(platformOnly ...string) []tenancy.GPUClass {
@@ -110,6 +134,16 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// clusterScopedKinds are the kinds of the cluster-wide objects a stack creates, and so could leave behind.
+var clusterScopedKinds = []schema.GroupVersionResource{
+	{Version: "v1", Resource: "namespaces"},
+	{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+}
+
 // snapshot names the cluster-wide objects a stack could leave behind.
 func snapshot(t *testing.T, ctx context.Context) []string {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -117,14 +151,7 @@ func snapshot(t *testing.T, ctx context.Context) []string {
 	meta, err := metadata.NewForConfig(cfg)
 	require.NoError(t, err)
 	var names []string
-	for _, gvr := range []schema.GroupVersionResource{
-		{Version: "v1", Resource: "namespaces"},
-		{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"},
-		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"},
-		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
-		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
-		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
-	} {
+	for _, gvr := range clusterScopedKinds {
 		list, err := meta.Resource(gvr).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		for _, item := range list.Items {
@@ -133,6 +160,17 @@ func snapshot(t *testing.T, ctx context.Context) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// requireAsBefore waits until the cluster-wide objects are those of snapshot before (namespaces terminate for a while).
+func requireAsBefore(t *testing.T, ctx context.Context, before []string) {
+	t.Helper()
+	eventually(t, ctx, func() error {
+		if after := snapshot(t, ctx); !assert.ObjectsAreEqual(before, after) {
+			return errorf("cluster differs from before:\nbefore %v\nafter  %v", before, after)
+		}
+		return nil
+	})
 }
 
 func requireDenied(t *testing.T, err error, fragments ...string) {
@@ -179,7 +217,8 @@ func TestLocalStack(t *testing.T) {
 		}
 	})
 
-	t.Run("the API server holds the platform's objects", func(t *testing.T) { checkObjects(t, ctx) })
+	t.Run("the API server holds the platform's objects", func(t *testing.T) { checkObjects(t, ctx, env) })
+	t.Run("the policy pack passes the program and stops a broken one", func(t *testing.T) { checkPolicyPack(t, ctx, env) })
 	t.Run("every policy type-checks on the API server", func(t *testing.T) { checkPoliciesTypeCheck(t, ctx) })
 	t.Run("entitlements hold", func(t *testing.T) { checkEntitlements(t, ctx) })
 	t.Run("pod security holds in tenant namespaces", func(t *testing.T) { checkPodSecurity(t, ctx) })
@@ -192,24 +231,21 @@ func TestLocalStack(t *testing.T) {
 	t.Run("the pending-claim alert fires for the waiting tenant only", func(t *testing.T) { checkPendingClaimAlert(t, ctx) })
 	t.Run("the state holds no secret in plain text", func(t *testing.T) { checkState(t, env) })
 	t.Run("stack changes apply just that change", func(t *testing.T) { checkChanges(t, ctx, env) })
+	t.Run("a second stack on the cluster is refused and its destroy deletes nothing", func(t *testing.T) { checkSecondStackRefused(t, ctx, env) })
+	t.Run("drift shows in the preview and up puts it back", func(t *testing.T) { checkDrift(t, ctx, env) })
 
 	destroy := func(t *testing.T) {
 		deleteProbes(t, ctx)
 		_, err := env.open(ctx, nil).Destroy(ctx)
 		require.NoError(t, err)
-		eventually(t, ctx, func() error {
-			if after := snapshot(t, ctx); !assert.ObjectsAreEqual(before, after) {
-				return errorf("cluster differs from before up:\nbefore %v\nafter  %v", before, after)
-			}
-			return nil
-		})
+		requireAsBefore(t, ctx, before)
 	}
 	t.Run("destroy leaves the cluster as before", destroy)
 	t.Run("grants hold after destroy and up, revocation and re-creation", func(t *testing.T) { checkGrantLifecycle(t, ctx, env) })
 	t.Run("destroy again leaves the cluster as before", destroy)
 }
 
-func checkObjects(t *testing.T, ctx context.Context) {
+func checkObjects(t *testing.T, ctx context.Context, env *stackEnv) {
 	for _, c := range []struct{ class, tenant, selects string }{
 		{whole, legal, "device.attributes['gpu.nvidia.com'].type == 'gpu'"},
 		{slice, research, "device.attributes['gpu.nvidia.com'].profile == '1g.5gb'"},
@@ -243,12 +279,19 @@ func checkObjects(t *testing.T, ctx context.Context) {
 		assert.Len(t, nps.Items, 4, "deny-all, same namespace, DNS and internet egress of %s", tenant)
 		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, naming.EntitlementPolicy(tenant), metav1.GetOptions{})
 		assert.NoError(t, err, "entitlement binding of %s", tenant)
-		// The vCluster release's objects: its control plane StatefulSet and the release record.
-		_, err = client.AppsV1().StatefulSets(ns).Get(ctx, tenant, metav1.GetOptions{})
-		assert.NoError(t, err, "vCluster StatefulSet of %s", tenant)
-		secrets, err := client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + tenant})
+		// The vCluster chart's objects, applied one by one and labelled with their stack like every other object, and
+		// no Helm release record (a release left pending by an interrupted run would block the next install).
+		sts, err := client.AppsV1().StatefulSets(ns).Get(ctx, tenant, metav1.GetOptions{})
+		if assert.NoError(t, err, "vCluster StatefulSet of %s", tenant) {
+			assert.Equal(t, env.owner(), sts.Labels[naming.StackLabel], "vCluster StatefulSet of %s carries its stack", tenant)
+		}
+		config, err := client.CoreV1().Secrets(ns).Get(ctx, vcluster.ConfigSecretPrefix+tenant, metav1.GetOptions{})
+		if assert.NoError(t, err, "vCluster config of %s", tenant) {
+			assert.Equal(t, env.owner(), config.Labels[naming.StackLabel], "vCluster config of %s carries its stack", tenant)
+		}
+		secrets, err := client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
 		require.NoError(t, err)
-		assert.NotEmpty(t, secrets.Items, "helm release record of %s", tenant)
+		assert.Empty(t, secrets.Items, "no Helm release record in %s", ns)
 	}
 	for _, name := range []string{naming.EntitlementPolicy(legal), naming.EntitlementPolicy(research), tenancy.ClaimNamespacePolicy,
 		tenancy.ClaimStatusPolicy, tenancy.NamespaceLabelPolicy, tenancy.RuntimeEnvPolicy, tenancy.RuntimeEnvKeysPolicy, tenancy.ExtendedResourcePolicy} {

@@ -32,6 +32,9 @@ var clusterEnv = []string{
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if spec := os.Getenv(engineChildEnv); spec != "" {
+		os.Exit(runEngineChild(spec))
+	}
 	os.Exit(run(m))
 }
 
@@ -80,7 +83,8 @@ func localCluster(verb string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(repoRoot, "scripts", "local-cluster.sh"), verb)
-	cmd.Env = append(append(os.Environ(), clusterEnv...), "GT_CLUSTER_DIR="+clusterDir)
+	// Ports set in the environment win over these defaults, so two suites can run side by side.
+	cmd.Env = append(append(clusterEnv, os.Environ()...), "GT_CLUSTER_DIR="+clusterDir)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("local-cluster.sh %s: %w", verb, err)

@@ -16,8 +16,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 )
 
 // The JSON documents of `gpu-tenancy` as docs/cli.md describes them, decoded independently of the CLI's own types
@@ -68,7 +70,11 @@ type (
 	cliAudit struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
-		Findings   []struct {
+		Scope      struct {
+			Tenants   []string `json:"tenants"`
+			VClusters int      `json:"vclusters"`
+		} `json:"scope"`
+		Findings []struct {
 			Check  string `json:"check"`
 			Tenant string `json:"tenant"`
 			Object struct {
@@ -211,8 +217,15 @@ func checkOperatorCLI(t *testing.T, ctx context.Context) {
 		}
 		var rep cliAudit
 		cli(t, &rep, "audit")
+		assert.Equal(t, "gpu-tenancy.io/v1alpha2", rep.APIVersion)
 		assert.Equal(t, "AuditReport", rep.Kind)
 		require.False(t, missing(rep), "the stack's limit range is in place: %+v", rep.Findings)
+		// Each tenant's vCluster config Secret is read, and each syncs only its tenant's DeviceClasses.
+		assert.Equal(t, []string{legalTenant, researchTenant}, rep.Scope.Tenants)
+		assert.Equal(t, 2, rep.Scope.VClusters, "the vCluster config of each tenant")
+		for _, f := range rep.Findings {
+			assert.False(t, strings.HasPrefix(f.Check, "VCluster"), "vCluster finding on the stack as deployed: %+v", f)
+		}
 
 		saved, err := limitRanges.Get(ctx, naming.ContainerDefaults, metav1.GetOptions{})
 		require.NoError(t, err)
@@ -242,4 +255,70 @@ func checkOperatorCLI(t *testing.T, ctx context.Context) {
 		cli(t, &rep, "audit")
 		assert.False(t, missing(rep), "restored: %+v", rep.Findings)
 	})
+
+	t.Run("audit reads a vCluster config that syncs every DeviceClass", func(t *testing.T) {
+		// A second vCluster config in legal-ai's namespace: the chart's own config of legal-ai's vCluster, as the chart
+		// rendered it, without its DeviceClass selector. Only this test's object changes; the stack's are left alone.
+		ns := naming.Namespace(legalTenant)
+		secrets := client.CoreV1().Secrets(ns)
+		own, err := secrets.Get(ctx, vcluster.ConfigSecretPrefix+legalTenant, metav1.GetOptions{})
+		require.NoError(t, err)
+		var config map[string]any
+		require.NoError(t, yaml.Unmarshal(own.Data[vcluster.ConfigSecretKey], &config))
+		classes, ok := lookupMap(config, "sync", "fromHost", "deviceClasses")
+		require.True(t, ok, "the config of %s syncs DeviceClasses: %v", legalTenant, config)
+		require.Contains(t, classes, "selector")
+		delete(classes, "selector")
+		raw, err := yaml.Marshal(config)
+		require.NoError(t, err)
+		// The chart's labels only: the stack's ownership label stays on the stack's objects.
+		release := legalTenant + "-copy"
+		labels := map[string]string{"release": release}
+		for _, k := range []string{"app", "chart", "heritage"} {
+			labels[k] = own.Labels[k]
+		}
+		copied := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: vcluster.ConfigSecretPrefix + release, Namespace: ns, Labels: labels},
+			Type:       own.Type,
+			Data:       map[string][]byte{vcluster.ConfigSecretKey: raw},
+		}
+		_, err = secrets.Create(ctx, copied, metav1.CreateOptions{})
+		require.NoError(t, err)
+		deleted := false
+		t.Cleanup(func() {
+			if !deleted {
+				assert.NoError(t, secrets.Delete(context.Background(), copied.Name, metav1.DeleteOptions{}))
+			}
+		})
+
+		var rep cliAudit
+		code, _ := cli(t, &rep, "audit")
+		assert.Equal(t, 1, code, "a finding fails the run")
+		assert.Equal(t, 3, rep.Scope.VClusters)
+		var found []string
+		for _, f := range rep.Findings {
+			if strings.HasPrefix(f.Check, "VCluster") {
+				found = append(found, f.Check+" "+f.Tenant+" "+f.Object.Kind+"/"+f.Object.Namespace+"/"+f.Object.Name)
+			}
+		}
+		assert.Equal(t, []string{"VClusterSyncsAllDeviceClasses " + legalTenant + " Secret/" + ns + "/" + copied.Name}, found)
+
+		require.NoError(t, secrets.Delete(ctx, copied.Name, metav1.DeleteOptions{}))
+		deleted = true
+		rep = cliAudit{}
+		cli(t, &rep, "audit")
+		assert.Equal(t, 2, rep.Scope.VClusters, "deleted: %+v", rep.Findings)
+	})
+}
+
+// lookupMap follows a path of keys through nested maps to a map.
+func lookupMap(m map[string]any, path ...string) (map[string]any, bool) {
+	for _, k := range path {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		m = next
+	}
+	return m, true
 }

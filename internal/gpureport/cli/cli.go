@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/gpureport"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/gpureport/kube"
 )
@@ -31,7 +32,8 @@ const (
 const usage = `gpu-tenancy: the GPU platform's operators' tool.
 
 Usage:
-  gpu-tenancy capacity [flags]   devices per GPU class (exist, allocated, free), per tenant (allocated, requested, quota), per pool
+  gpu-tenancy capacity [flags]   devices per GPU class (exist, allocated, free), per tenant (allocated, requested, quota,
+                                 hourly cost with --prices), per pool
   gpu-tenancy pending  [flags]   unallocated device claims with tenant, classes, age and reason
   gpu-tenancy audit    [flags]   the platform's invariants on the live cluster; exits 1 on any finding
 
@@ -42,6 +44,8 @@ Flags:
   -o, --output FORMAT        table (default), json or yaml
   --request-timeout DURATION bound on each API request (default 30s)
   --older-than DURATION      pending only: exit 1 when a claim has waited longer
+  --prices FILE              capacity only: price the allocated devices, from a stack file's gpu-tenancy:prices
+                             (stacks/Pulumi.<stack>.yaml) or a file holding that block alone
 
 Exit codes: 0 fine, 1 findings, 2 usage or kubeconfig error, 3 cluster unreachable or read refused.
 `
@@ -67,6 +71,7 @@ type options struct {
 	source    kube.Source
 	format    gpureport.Format
 	olderThan time.Duration
+	prices    rules.Prices
 }
 
 // Run runs one command and returns the process's exit code.
@@ -119,7 +124,9 @@ func (a *App) Run(ctx context.Context, args []string) int {
 	var rep gpureport.Report
 	switch cmd {
 	case "capacity":
-		rep = gpureport.Capacity(ctx, snap, now)
+		c := gpureport.Capacity(ctx, snap, now)
+		c.Price(opts.prices)
+		rep = c
 	case "pending":
 		p := gpureport.Pending(ctx, snap, now)
 		if opts.olderThan > 0 {
@@ -156,8 +163,12 @@ func parseFlags(cmd string, args []string, stdout io.Writer) (*options, error) {
 	fs.StringVar(&output, "o", string(gpureport.Table), "")
 	fs.StringVar(&output, "output", string(gpureport.Table), "")
 	fs.DurationVar(&opts.source.Timeout, "request-timeout", 30*time.Second, "")
-	if cmd == "pending" {
+	var pricesFile string
+	switch cmd {
+	case "pending":
 		fs.DurationVar(&opts.olderThan, "older-than", 0, "")
+	case "capacity":
+		fs.StringVar(&pricesFile, "prices", "", "")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -175,6 +186,11 @@ func parseFlags(cmd string, args []string, stdout io.Writer) (*options, error) {
 	opts.format = f
 	if opts.olderThan < 0 {
 		return nil, fmt.Errorf("--older-than %s is negative", opts.olderThan)
+	}
+	if pricesFile != "" {
+		if opts.prices, err = loadPrices(pricesFile); err != nil {
+			return nil, err
+		}
 	}
 	return opts, nil
 }

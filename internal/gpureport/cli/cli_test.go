@@ -220,3 +220,86 @@ func TestNoKubeconfig(t *testing.T) {
 	assert.Equal(t, ExitUsage, r.code)
 	assert.Equal(t, "gpu-tenancy: $KUBECONFIG (/nonexistent/kubeconfig) holds no usable kubeconfig: missing files or no current context\n", r.stderr)
 }
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
+// pricedCluster is legal-ai holding one allocated whole GPU.
+func pricedCluster() []runtime.Object {
+	whole := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu-whole", Labels: map[string]string{
+		naming.ManagedByLabel: naming.ManagedBy, naming.ClassTenantLabel("legal-ai"): "true",
+	}}}
+	held := pendingClaim(time.Minute)
+	held.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{
+		Results: []resourcev1.DeviceRequestAllocationResult{{Request: "gpu", Driver: naming.Driver, Pool: "node-0", Device: "gpu-0"}},
+	}}
+	return []runtime.Object{tenantNS("legal-ai"), whole, held}
+}
+
+func TestCapacityPrices(t *testing.T) {
+	kc := kubeconfigFor(t, "https://127.0.0.1:1")
+	stackFile := writeFile(t, "Pulumi.dev.yaml", "config:\n  gpu-tenancy:cloud: gke\n  gpu-tenancy:prices:\n    currency: USD\n    perDeviceHour:\n      gpu-whole: 2.93\n")
+	blockFile := writeFile(t, "prices.json", `{"currency": "EUR", "perDeviceHour": {"gpu-whole": 0.75}}`)
+	for _, tc := range []struct {
+		name     string
+		file     string
+		currency string
+		cost     float64
+	}{
+		{"from a stack file's gpu-tenancy:prices", stackFile, "USD", 2.93},
+		{"from a file holding the prices block", blockFile, "EUR", 0.75},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, pricedCluster(), "capacity", "--kubeconfig", kc, "--prices", tc.file, "-o", "json")
+			require.Equal(t, ExitOK, r.code, r.stderr)
+			var doc struct {
+				Currency    string `json:"currency"`
+				TenantCosts []struct {
+					Tenant      string  `json:"tenant"`
+					CostPerHour float64 `json:"costPerHour"`
+				} `json:"tenantCosts"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc))
+			assert.Equal(t, tc.currency, doc.Currency)
+			require.Len(t, doc.TenantCosts, 1)
+			assert.Equal(t, "legal-ai", doc.TenantCosts[0].Tenant)
+			assert.Equal(t, tc.cost, doc.TenantCosts[0].CostPerHour)
+		})
+	}
+}
+
+func TestCapacityPricesErrors(t *testing.T) {
+	kc := kubeconfigFor(t, "https://127.0.0.1:1")
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"a file that does not exist", []string{"capacity", "--kubeconfig", kc, "--prices", "/nonexistent/prices.yaml"},
+			"--prices: open /nonexistent/prices.yaml"},
+		{"a stack file without prices", []string{"capacity", "--kubeconfig", kc, "--prices", writeFile(t, "Pulumi.dev.yaml", "config:\n  gpu-tenancy:cloud: gke\n")},
+			"the stack file sets no gpu-tenancy:prices"},
+		{"a price that is not positive, named by its key", []string{"capacity", "--kubeconfig", kc, "--prices",
+			writeFile(t, "prices.yaml", "currency: EUR\nperDeviceHour:\n  gpu-whole: 0\n")},
+			"prices.perDeviceHour[gpu-whole]: Invalid value: 0: must be a positive price per device-hour"},
+		{"prices without a currency", []string{"capacity", "--kubeconfig", kc, "--prices",
+			writeFile(t, "prices.yaml", "perDeviceHour:\n  gpu-whole: 2\n")},
+			"prices.currency: Required value"},
+		{"a misspelt key", []string{"capacity", "--kubeconfig", kc, "--prices", writeFile(t, "prices.yaml", "currency: EUR\nperHour:\n  gpu-whole: 2\n")},
+			`unknown field "perHour"`},
+		{"an empty file", []string{"capacity", "--kubeconfig", kc, "--prices", writeFile(t, "prices.yaml", "")},
+			"prices gives no price"},
+		{"--prices on another command", []string{"pending", "--kubeconfig", kc, "--prices", "x"},
+			"flag provided but not defined: -prices"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, nil, tc.args...)
+			assert.Equal(t, ExitUsage, r.code)
+			assert.Contains(t, r.stderr, tc.stderr)
+		})
+	}
+}

@@ -28,8 +28,8 @@ type Loader struct {
 	Progress *Progress
 }
 
-// Load lists what need names. Field and label selectors narrow what the server sends (unscheduled pods only, Helm
-// release Secrets only); the reports filter again themselves.
+// Load lists what need names. Field and label selectors narrow what the server sends (unscheduled pods only, the
+// vCluster chart's Secrets only); the reports filter again themselves.
 func (l *Loader) Load(ctx context.Context, need gpureport.Need) (*gpureport.Snapshot, error) {
 	s := &gpureport.Snapshot{}
 	cs := l.Client
@@ -135,12 +135,8 @@ func (l *Loader) Load(ctx context.Context, need gpureport.Need) (*gpureport.Snap
 			})
 		return e
 	})
-	step(gpureport.NeedHelmReleases, func() (e error) {
-		opts := metav1.ListOptions{
-			LabelSelector: gpureport.HelmReleaseSelector,
-			FieldSelector: fields.OneTermEqualSelector("type", gpureport.HelmReleaseType).String(),
-		}
-		s.HelmReleases, e = collect(ctx, l, "helm releases", opts,
+	step(gpureport.NeedVClusterConfigs, func() (e error) {
+		s.VClusterConfigs, e = collect(ctx, l, "vcluster configs", metav1.ListOptions{LabelSelector: gpureport.VClusterSecretSelector},
 			func(ctx context.Context, o metav1.ListOptions) ([]corev1.Secret, string, error) {
 				r, err := cs.CoreV1().Secrets("").List(ctx, o)
 				return items(r, err, func(r *corev1.SecretList) ([]corev1.Secret, string) { return r.Items, r.Continue })

@@ -109,6 +109,18 @@ func TestLoadListsWhatTheReportNeeds(t *testing.T) {
 	}
 }
 
+func TestLoadReadsOnlyTheVClusterChartsSecrets(t *testing.T) {
+	cs := fake.NewClientset()
+	_, err := (&Loader{Client: cs}).Load(context.Background(), gpureport.NeedVClusterConfigs)
+	require.NoError(t, err)
+	require.Len(t, cs.Actions(), 1)
+	list, ok := cs.Actions()[0].(k8stesting.ListAction)
+	require.True(t, ok, "a list, got %v", cs.Actions()[0])
+	assert.Equal(t, "secrets", list.GetResource().Resource)
+	assert.Empty(t, list.GetNamespace(), "in every namespace")
+	assert.Equal(t, "app=vcluster", list.GetListRestrictions().Labels.String())
+}
+
 func TestProgressIsSilentWithoutATerminal(t *testing.T) {
 	// stderr redirected to a file, as under cron or CI.
 	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
