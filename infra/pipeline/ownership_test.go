@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -99,6 +100,29 @@ func TestCheckOwnership(t *testing.T) {
 			assert.Contains(t, msg, "A cluster holds one platform stack")
 			assert.Contains(t, msg, "gpu-tenancy:ownership.adopt")
 		})
+	}
+}
+
+// The check costs one request per kind, however many tenants: a request per object ran into client-go's default rate
+// limit and added seconds to every preview.
+func TestOwnershipIsCheckedWithOneListPerKind(t *testing.T) {
+	var refs []naming.ObjectRef
+	kinds := map[string]bool{}
+	for i := range 50 {
+		for _, kind := range []string{naming.KindNamespace, naming.KindPolicy, naming.KindPolicyBinding} {
+			refs = append(refs, naming.ObjectRef{Kind: kind, Name: fmt.Sprintf("tenant-%d", i)})
+			kinds[kind] = true
+		}
+	}
+	scheme := metadatafake.NewTestScheme()
+	require.NoError(t, metav1.AddMetaToScheme(scheme))
+	client := metadatafake.NewSimpleMetadataClient(scheme,
+		existingObject(naming.KindNamespace, "tenant-7", map[string]string{naming.StackLabel: "gpu-tenancy.staging"}))
+	err := checkOwnership(context.Background(), client, "gpu-tenancy.prod", refs, nil)
+	require.ErrorContains(t, err, "Namespace tenant-7 exists and belongs to stack gpu-tenancy.staging")
+	assert.Len(t, client.Actions(), len(kinds), "requests: %v", client.Actions())
+	for _, a := range client.Actions() {
+		assert.Equal(t, "list", a.GetVerb())
 	}
 }
 
