@@ -146,16 +146,23 @@ var clusterScopedKinds = []schema.GroupVersionResource{
 
 // snapshot names the cluster-wide objects a stack could leave behind.
 func snapshot(t *testing.T, ctx context.Context) []string {
+	return listObjects(t, ctx, clusterScopedKinds, "")
+}
+
+// listObjects names the objects of kinds that match the label selector ("" for every one), sorted, as
+// "<resource>/<namespace>/<name>" (no namespace for a cluster-scoped object).
+func listObjects(t *testing.T, ctx context.Context, kinds []schema.GroupVersionResource, selector string) []string {
+	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	require.NoError(t, err)
 	meta, err := metadata.NewForConfig(cfg)
 	require.NoError(t, err)
 	var names []string
-	for _, gvr := range clusterScopedKinds {
-		list, err := meta.Resource(gvr).List(ctx, metav1.ListOptions{})
+	for _, gvr := range kinds {
+		list, err := meta.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		require.NoError(t, err)
 		for _, item := range list.Items {
-			names = append(names, gvr.Resource+"/"+item.Name)
+			names = append(names, gvr.Resource+"/"+item.Namespace+"/"+item.Name)
 		}
 	}
 	sort.Strings(names)

@@ -29,8 +29,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // checkSecondStackRefused: a second stack pointed at the cluster of a running one refuses, before it creates
@@ -223,20 +221,7 @@ var ownedKinds = append(slices.Clone(clusterScopedKinds), []schema.GroupVersionR
 // ownedObjects lists the cluster's objects that carry the stack's owner label, as "<resource>/<namespace>/<name>".
 func ownedObjects(t *testing.T, ctx context.Context, env *stackEnv) []string {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	require.NoError(t, err)
-	meta, err := metadata.NewForConfig(cfg)
-	require.NoError(t, err)
-	var out []string
-	for _, gvr := range ownedKinds {
-		list, err := meta.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: naming.StackLabel + "=" + env.owner()})
-		require.NoError(t, err)
-		for _, item := range list.Items {
-			out = append(out, gvr.Resource+"/"+item.Namespace+"/"+item.Name)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return listObjects(t, ctx, ownedKinds, naming.StackLabel+"="+env.owner())
 }
 
 // managedObjects lists the Kubernetes objects the stack's state holds, as ownedObjects spells them.
