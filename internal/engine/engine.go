@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
@@ -120,6 +121,13 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if err := writeWorkspace(o, stackFile); err != nil {
 		return nil, err
 	}
+	repaired, err := repairState(o.StateDir, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range repaired {
+		fmt.Fprintln(progressOf(o), line)
+	}
 	// The CLI runs in WorkDir, so a relative pack path would be looked up there.
 	packs := make([]string, len(o.PolicyPacks))
 	for i, p := range o.PolicyPacks {
@@ -180,7 +188,7 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 // writeWorkspace writes the project file and the stack's working copy of its config. The working copy keeps the
 // encryption salt of an earlier run, so secrets already in the state stay readable.
 func writeWorkspace(o Options, stackFile string) error {
-	project := fmt.Sprintf("name: %s\nruntime: go\nbackend:\n  url: file://%s\n", projectName, o.StateDir)
+	project := fmt.Sprintf("name: %s\nruntime: go\nbackend:\n  url: file://%s?%s\n", projectName, o.StateDir, metadataSkip)
 	if err := os.WriteFile(filepath.Join(o.WorkDir, "Pulumi.yaml"), []byte(project), 0o600); err != nil {
 		return fmt.Errorf("engine: writing project file: %w", err)
 	}
@@ -208,11 +216,13 @@ func writeWorkspace(o Options, stackFile string) error {
 	return nil
 }
 
-func (s *Stack) progress() io.Writer {
-	if s.opts.Progress == nil {
+func (s *Stack) progress() io.Writer { return progressOf(s.opts) }
+
+func progressOf(o Options) io.Writer {
+	if o.Progress == nil {
 		return io.Discard
 	}
-	return s.opts.Progress
+	return o.Progress
 }
 
 // Up refreshes the stack (unless SkipRefresh), so that what was deleted or edited by hand is put back, then applies

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/internal/procstat"
 )
 
 // lockFile is what the file state backend writes while an operation holds a stack (pulumi/pulumi
@@ -83,9 +85,14 @@ func (s *Stack) ReleaseStaleLocks() error {
 	return nil
 }
 
-// processRuns reports whether a process of this host exists (signal 0 checks without sending anything).
+// processRuns reports whether a process of this host runs: it exists (signal 0 checks without sending anything) and
+// is not a zombie. A pulumi CLI killed with its parent stays a zombie until its new parent collects it, which some
+// init processes do late; it has stopped all the same.
 func processRuns(pid int) bool {
 	if pid <= 0 {
+		return false
+	}
+	if st, ok := procstat.Read(pid); ok && st.State == "Z" {
 		return false
 	}
 	err := syscall.Kill(pid, 0)

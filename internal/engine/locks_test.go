@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gpu-tenancy/gpu-tenancy/internal/procstat"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,17 +20,28 @@ func TestReleaseStaleLocksRemovesOnlyLocksOfProcessesThatAreGone(t *testing.T) {
 	exited := exec.Command("true")
 	require.NoError(t, exited.Run())
 	deadPid := exited.Process.Pid
+	// A process that has exited and that nobody has collected yet: a zombie, as a killed pulumi CLI is until its new
+	// parent collects it.
+	uncollected := exec.Command("true")
+	require.NoError(t, uncollected.Start())
+	t.Cleanup(func() { _ = uncollected.Wait() })
+	require.Eventually(t, func() bool {
+		st, _ := procstat.Read(uncollected.Process.Pid)
+		return st.State == "Z"
+	}, 10*time.Second, 10*time.Millisecond)
 
 	for _, c := range []struct {
 		name     string
 		lock     string
 		released bool
 		wantErr  string
+		pid      int // whose lock is released
 	}{
-		{"a process of this host that no longer runs", fmt.Sprintf(`{"pid":%d,"hostname":%q}`, deadPid, host), true, ""},
-		{"a process that still runs", fmt.Sprintf(`{"pid":%d,"hostname":%q}`, os.Getpid(), host), false, "which still runs: wait for it"},
-		{"another host", fmt.Sprintf(`{"pid":%d,"hostname":"elsewhere"}`, deadPid), false, "another host"},
-		{"an unreadable lock", `{`, false, "delete it once no operation runs"},
+		{"a process of this host that no longer runs", fmt.Sprintf(`{"pid":%d,"hostname":%q}`, deadPid, host), true, "", deadPid},
+		{"a process that has exited but is not collected yet", fmt.Sprintf(`{"pid":%d,"hostname":%q}`, uncollected.Process.Pid, host), true, "", uncollected.Process.Pid},
+		{"a process that still runs", fmt.Sprintf(`{"pid":%d,"hostname":%q}`, os.Getpid(), host), false, "which still runs: wait for it", 0},
+		{"another host", fmt.Sprintf(`{"pid":%d,"hostname":"elsewhere"}`, deadPid), false, "another host", 0},
+		{"an unreadable lock", `{`, false, "delete it once no operation runs", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			state := t.TempDir()
@@ -57,7 +70,7 @@ func TestReleaseStaleLocksRemovesOnlyLocksOfProcessesThatAreGone(t *testing.T) {
 			_, statErr := os.Stat(lock)
 			assert.Equal(t, c.released, os.IsNotExist(statErr), "lock released")
 			if c.released {
-				assert.Contains(t, out.String(), fmt.Sprintf("released the lock of pulumi process %d", deadPid))
+				assert.Contains(t, out.String(), fmt.Sprintf("released the lock of pulumi process %d", c.pid))
 			}
 			assert.FileExists(t, other, "another stack's lock stays")
 		})

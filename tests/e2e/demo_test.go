@@ -34,13 +34,13 @@ func TestDemoRecoversAfterPurgeCrashAndInterruption(t *testing.T) {
 	var progress syncbuf.Buffer
 	opts := localdemo.Options{
 		RepoRoot: repoRoot, ClusterDir: clusterDir, StateDir: t.TempDir(), WorkDir: t.TempDir(),
-		Progress: io.MultiWriter(&progress, testWriter{t}),
+		Progress: io.MultiWriter(&progress, progressTo(t)),
 	}
 	demo := func(t *testing.T, run func(context.Context, localdemo.Options) error) string {
 		t.Helper()
 		var out syncbuf.Buffer
 		o := opts
-		o.Out = io.MultiWriter(&out, testWriter{t})
+		o.Out = io.MultiWriter(&out, progressTo(t))
 		require.NoError(t, run(ctx, o))
 		return out.String()
 	}

@@ -95,7 +95,7 @@ func (s *stackEnv) options(tenants []pipeline.TenantConfig, classes []tenancy.GP
 	}
 	return engine.Options{
 		RepoRoot: repoRoot, Stack: s.stack(), ConfigFrom: "local", WorkDir: s.workDir, StateDir: s.stateDir,
-		Passphrase: "e2e-passphrase", Config: cfg, Progress: testWriter{s.t},
+		Passphrase: "e2e-passphrase", Config: cfg, Progress: progressTo(s.t),
 		SecretConfig: map[string]string{pipeline.Namespace + ":kubeconfig": string(raw)},
 	}
 }
@@ -125,13 +125,6 @@ func (s *stackEnv) tenants() []pipeline.TenantConfig {
 	var out []pipeline.TenantConfig
 	require.NoError(s.t, json.Unmarshal([]byte(s.base.Values[pipeline.Namespace+":tenants"]), &out))
 	return out
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // clusterScopedKinds are the kinds of the cluster-wide objects a stack creates, and so could leave behind.

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/syncbuf"
 	"github.com/gpu-tenancy/gpu-tenancy/tests/simhw"
@@ -148,8 +151,9 @@ func runEngineChild(spec string) int {
 	return 0
 }
 
-// killDuring runs op in a child process and kills it, the pulumi CLI and its plugins with it, at the first progress
-// line that contains every fragment of when. It fails the test when the operation ends before that line.
+// killDuring runs op in a child process and kills it with SIGKILL, the pulumi CLI with it, at the first progress line
+// that contains every fragment of when, as an operator's kill or a lost CI runner would. It fails the test when the
+// operation ends before that line. The plugins outlive it until the test is over, as they would outlive the engine.
 func killDuring(t *testing.T, env *stackEnv, op engine.Op, when ...string) {
 	t.Helper()
 	opts := env.options(nil, nil)
@@ -168,8 +172,9 @@ func killDuring(t *testing.T, env *stackEnv, op engine.Op, when ...string) {
 	lines := bufio.NewScanner(out)
 	for lines.Scan() {
 		line := lines.Text()
-		t.Log("child: " + line)
+		fmt.Fprintln(progressTo(t), "child: "+line)
 		if containsAll(line, when) {
+			killLeftoversAtCleanup(t, descendants(cmd.Process.Pid))
 			// The whole process group: the test binary, the pulumi CLI, and the plugins it started in the group.
 			require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL))
 			killed = true
@@ -179,8 +184,6 @@ func killDuring(t *testing.T, env *stackEnv, op engine.Op, when ...string) {
 	_, _ = io.Copy(io.Discard, out)
 	_ = cmd.Wait()
 	require.True(t, killed, "%s ended before %q (stderr: %s)", op, when, stderr.String())
-	// Plugins that run in their own process group notice their engine is gone and stop.
-	time.Sleep(2 * time.Second)
 }
 
 func containsAll(s string, fragments []string) bool {
@@ -197,7 +200,7 @@ func recoverStack(t *testing.T, ctx context.Context, env *stackEnv) string {
 	t.Helper()
 	var progress syncbuf.Buffer
 	opts := env.options(nil, nil)
-	opts.Progress = io.MultiWriter(&progress, testWriter{t})
+	opts.Progress = io.MultiWriter(&progress, progressTo(t))
 	st, err := engine.Open(ctx, opts)
 	require.NoError(t, err)
 	require.NoError(t, st.Recover(ctx, ""), "recovery must converge the stack")
@@ -325,6 +328,51 @@ func TestRecoveryAfterKill(t *testing.T) {
 	})
 }
 
+// TestStateLeftIncompleteByAKilledEngineIsRepaired: the state backend writes no metadata sidecars, and the files a
+// killed engine can leave incomplete (a sidecar it truncated but never wrote, as earlier versions wrote them; a
+// temporary lock file never renamed) are removed when the stack is next opened, with a message, so the stack can be
+// selected, read and locked again.
+func TestStateLeftIncompleteByAKilledEngineIsRepaired(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	env := newStackEnv(t)
+	_, err := env.open(ctx, nil).Refresh(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, filesUnder(t, env.stateDir, ".attrs"), "the backend writes no sidecar that a kill could leave empty")
+
+	sidecar := localStateFile(env.stateDir) + ".attrs"
+	require.NoError(t, os.WriteFile(sidecar, nil, 0o600))
+	lockDir := filepath.Join(env.stateDir, ".pulumi", "locks", "organization", pipeline.Namespace, "local")
+	require.NoError(t, os.MkdirAll(lockDir, 0o700))
+	tempLock := filepath.Join(lockDir, "a1b2.json.18c9e2f1.tmp")
+	require.NoError(t, os.WriteFile(tempLock, nil, 0o600))
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(tempLock, old, old))
+
+	var progress syncbuf.Buffer
+	opts := env.options(nil, nil)
+	opts.Progress = io.MultiWriter(&progress, progressTo(t))
+	st, err := engine.Open(ctx, opts)
+	require.NoError(t, err, "the stack can be selected again")
+	assert.Contains(t, progress.String(), "removed "+sidecar+": a metadata sidecar left incomplete")
+	assert.Contains(t, progress.String(), "removed "+tempLock+": a temporary file left by an engine that was killed")
+	_, err = st.Refresh(ctx)
+	require.NoError(t, err, "the stack can be read and locked again")
+}
+
+// filesUnder are the files under dir whose names end in suffix.
+func filesUnder(t *testing.T, dir, suffix string) []string {
+	t.Helper()
+	var found []string
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, suffix) {
+			found = append(found, path)
+		}
+		return err
+	}))
+	return found
+}
+
 // TestBlockedDestroyExplainsItself: a namespace that cannot terminate (an object whose finalizer nobody removes) fails
 // the destroy once the configured wait is over, and the progress and the error say which namespace waits for what.
 func TestBlockedDestroyExplainsItself(t *testing.T) {
@@ -345,7 +393,7 @@ func TestBlockedDestroyExplainsItself(t *testing.T) {
 
 	var progress syncbuf.Buffer
 	opts := env.options(nil, nil)
-	opts.Progress = io.MultiWriter(&progress, testWriter{t})
+	opts.Progress = io.MultiWriter(&progress, progressTo(t))
 	st, err := engine.Open(ctx, opts)
 	require.NoError(t, err)
 	// Bounded by the configured 20s: the default of ten minutes would outlast this test's context.

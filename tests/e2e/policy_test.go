@@ -102,7 +102,7 @@ type policyFindings struct {
 func previewWithPolicy(t *testing.T, ctx context.Context, env *stackEnv, program pulumi.RunFunc) (policyFindings, error) {
 	t.Helper()
 	opts := env.options(nil, nil)
-	opts.PolicyPacks, opts.Program, opts.Progress = []string{engine.PolicyPack(repoRoot)}, program, testWriter{t}
+	opts.PolicyPacks, opts.Program, opts.Progress = []string{engine.PolicyPack(repoRoot)}, program, progressTo(t)
 	st, err := engine.Open(ctx, opts)
 	require.NoError(t, err)
 
