@@ -60,7 +60,10 @@ type Cluster struct {
 // children); when a cloud cluster exists, DeletedWith it, so destroying the cluster does not wait on per-object
 // deletes against an API that is going away; and, when Owner is set, the owner's label and ForceApplyAnnotation on
 // every object; and Timeouts on every namespace's deletion. Children do not inherit DeletedWith, and labels and
-// timeouts are per object, so a transformation, which children do inherit, sets them.
+// timeouts are per object, so a transformation, which children do inherit, sets them. The objects of a helm/v4 Chart
+// are registered by the provider, where only a transform reaches them: it sets their labels, but cannot give them
+// DeletedWith, which the Go SDK's transform callback does not send back (pulumi sdk v3.274.1 go/pulumi/context.go,
+// the TransformResourceOptions it returns); a cloud cluster's destroy deletes them object by object first.
 func (c *Cluster) ResourceOptions() []pulumi.ResourceOption {
 	opts := []pulumi.ResourceOption{pulumi.Provider(c.Provider)}
 	if c.Anchor != nil {
