@@ -4,17 +4,16 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localcluster"
+	"github.com/gpu-tenancy/gpu-tenancy/tests/probe"
 	"github.com/gpu-tenancy/gpu-tenancy/tests/simhw"
 )
 
@@ -39,10 +38,8 @@ var engineReference = map[int]map[string]*reference{
 // own. Everything lives in a temporary directory, purged at the end. On an error it returns the rows of the sizes
 // already measured.
 func benchEngine(ctx context.Context, root string, sizes []int) ([]row, error) {
-	for _, tool := range []string{"pulumi", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		if !exists(filepath.Join(root, ".tools", "bin", tool)) {
-			return nil, fmt.Errorf("%s is not built: run `make tools`", tool)
-		}
+	if tool := localcluster.MissingTool(root); tool != "" {
+		return nil, fmt.Errorf("%s is not built: run `make tools`", tool)
 	}
 	dir, err := os.MkdirTemp("", "gpu-tenancy-bench-")
 	if err != nil {
@@ -51,13 +48,7 @@ func benchEngine(ctx context.Context, root string, sizes []int) ([]row, error) {
 	defer os.RemoveAll(dir)
 	clusterDir := filepath.Join(dir, "cluster")
 	localCluster := func(ctx context.Context, verb string) error {
-		cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "local-cluster.sh"), verb)
-		cmd.Env = append(append(os.Environ(), clusterEnv...), "GT_CLUSTER_DIR="+clusterDir)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("local-cluster.sh %s: %w", verb, err)
-		}
-		return nil
+		return localcluster.Run(ctx, root, clusterDir, verb, append(os.Environ(), clusterEnv...), os.Stderr)
 	}
 	// Purged even when interrupted: the control plane's processes run in sessions of their own.
 	defer func() {
@@ -73,11 +64,7 @@ func benchEngine(ctx context.Context, root string, sizes []int) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := probe.Connect(kubeconfig)
 	if err != nil {
 		return nil, err
 	}

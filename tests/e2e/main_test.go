@@ -8,11 +8,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localcluster"
 	"github.com/gpu-tenancy/gpu-tenancy/tests/probe"
 	"k8s.io/client-go/kubernetes"
 )
@@ -49,11 +50,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	for _, tool := range []string{"pulumi", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		if _, err := os.Stat(filepath.Join(repoRoot, ".tools", "bin", tool)); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: %s is not built: run `make tools` (make test does)\n", tool)
-			return 1
-		}
+	if tool := localcluster.MissingTool(repoRoot); tool != "" {
+		fmt.Fprintf(os.Stderr, "e2e: %s is not built: run `make tools` (make test does)\n", tool)
+		return 1
 	}
 	clusterDir, err = os.MkdirTemp("", "gpu-tenancy-e2e-")
 	if err != nil {
@@ -82,12 +81,6 @@ func run(m *testing.M) int {
 func localCluster(verb string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(repoRoot, "scripts", "local-cluster.sh"), verb)
 	// Ports set in the environment win over these defaults, so two suites can run side by side.
-	cmd.Env = append(append(clusterEnv, os.Environ()...), "GT_CLUSTER_DIR="+clusterDir)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("local-cluster.sh %s: %w", verb, err)
-	}
-	return nil
+	return localcluster.Run(ctx, repoRoot, clusterDir, verb, append(slices.Clone(clusterEnv), os.Environ()...), os.Stdout)
 }
