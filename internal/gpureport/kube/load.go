@@ -7,13 +7,12 @@ import (
 	"os"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/gpureport"
@@ -26,157 +25,101 @@ const PageSize = 500
 type Loader struct {
 	Client   kubernetes.Interface
 	Progress *Progress
+	// Namespace, when set, narrows the lists of namespaced kinds to that namespace; cluster-scoped kinds are listed
+	// whole. Empty lists every namespace.
+	Namespace string
+}
+
+// listing is one list request of Load and the Snapshot field it fills.
+type listing struct {
+	need gpureport.Need
+	fill func(context.Context, *Progress) error
 }
 
 // Load lists what need names. Field and label selectors narrow what the server sends (unscheduled pods only, the
 // vCluster chart's Secrets only); the reports filter again themselves.
 func (l *Loader) Load(ctx context.Context, need gpureport.Need) (*gpureport.Snapshot, error) {
 	s := &gpureport.Snapshot{}
-	cs := l.Client
-	var err error
-	step := func(n gpureport.Need, f func() error) {
-		if err == nil && need.Has(n) {
-			err = f()
-		}
+	cs, ns := l.Client, l.Namespace
+	all := metav1.ListOptions{}
+	unscheduled := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", "").String()}
+	failedClaims := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", "FailedResourceClaimCreation").String()}
+	// Listed in this order, one at a time; the first list that fails ends the load and names itself in the error.
+	listings := []listing{
+		list(gpureport.NeedNamespaces, "namespaces", metav1.ListOptions{LabelSelector: naming.TenantNamespaceLabel},
+			&s.Namespaces, cs.CoreV1().Namespaces().List),
+		list(gpureport.NeedDeviceClasses, "deviceclasses", all, &s.DeviceClasses, cs.ResourceV1().DeviceClasses().List),
+		list(gpureport.NeedResourceSlices, "resourceslices", all, &s.ResourceSlices, cs.ResourceV1().ResourceSlices().List),
+		list(gpureport.NeedResourceClaims, "resourceclaims", all, &s.ResourceClaims, cs.ResourceV1().ResourceClaims(ns).List),
+		list(gpureport.NeedClaimTemplates, "resourceclaimtemplates", all, &s.ClaimTemplates,
+			cs.ResourceV1().ResourceClaimTemplates(ns).List),
+		list(gpureport.NeedResourceQuotas, "resourcequotas", all, &s.ResourceQuotas, cs.CoreV1().ResourceQuotas(ns).List),
+		list(gpureport.NeedLimitRanges, "limitranges", all, &s.LimitRanges, cs.CoreV1().LimitRanges(ns).List),
+		list(gpureport.NeedPods, "unscheduled pods", unscheduled, &s.Pods, cs.CoreV1().Pods(ns).List),
+		list(gpureport.NeedEvents, "events", failedClaims, &s.Events, cs.CoreV1().Events(ns).List),
+		list(gpureport.NeedPolicies, "validatingadmissionpolicybindings", all, &s.PolicyBindings,
+			cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List),
+		list(gpureport.NeedPolicies, "validatingadmissionpolicies", all, &s.Policies,
+			cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().List),
+		list(gpureport.NeedVClusterConfigs, "vcluster configs", metav1.ListOptions{LabelSelector: gpureport.VClusterSecretSelector},
+			&s.VClusterConfigs, cs.CoreV1().Secrets(ns).List),
 	}
-	step(gpureport.NeedNamespaces, func() (e error) {
-		s.Namespaces, e = collect(ctx, l, "namespaces", metav1.ListOptions{LabelSelector: naming.TenantNamespaceLabel},
-			func(ctx context.Context, o metav1.ListOptions) ([]corev1.Namespace, string, error) {
-				r, err := cs.CoreV1().Namespaces().List(ctx, o)
-				return items(r, err, func(r *corev1.NamespaceList) ([]corev1.Namespace, string) { return r.Items, r.Continue })
-			})
-		return e
-	})
-	step(gpureport.NeedDeviceClasses, func() (e error) {
-		s.DeviceClasses, e = collect(ctx, l, "deviceclasses", metav1.ListOptions{},
-			func(ctx context.Context, o metav1.ListOptions) ([]resourcev1.DeviceClass, string, error) {
-				r, err := cs.ResourceV1().DeviceClasses().List(ctx, o)
-				return items(r, err, func(r *resourcev1.DeviceClassList) ([]resourcev1.DeviceClass, string) { return r.Items, r.Continue })
-			})
-		return e
-	})
-	step(gpureport.NeedResourceSlices, func() (e error) {
-		s.ResourceSlices, e = collect(ctx, l, "resourceslices", metav1.ListOptions{},
-			func(ctx context.Context, o metav1.ListOptions) ([]resourcev1.ResourceSlice, string, error) {
-				r, err := cs.ResourceV1().ResourceSlices().List(ctx, o)
-				return items(r, err, func(r *resourcev1.ResourceSliceList) ([]resourcev1.ResourceSlice, string) { return r.Items, r.Continue })
-			})
-		return e
-	})
-	step(gpureport.NeedResourceClaims, func() (e error) {
-		s.ResourceClaims, e = collect(ctx, l, "resourceclaims", metav1.ListOptions{},
-			func(ctx context.Context, o metav1.ListOptions) ([]resourcev1.ResourceClaim, string, error) {
-				r, err := cs.ResourceV1().ResourceClaims("").List(ctx, o)
-				return items(r, err, func(r *resourcev1.ResourceClaimList) ([]resourcev1.ResourceClaim, string) { return r.Items, r.Continue })
-			})
-		return e
-	})
-	step(gpureport.NeedClaimTemplates, func() (e error) {
-		s.ClaimTemplates, e = collect(ctx, l, "resourceclaimtemplates", metav1.ListOptions{},
-			func(ctx context.Context, o metav1.ListOptions) ([]resourcev1.ResourceClaimTemplate, string, error) {
-				r, err := cs.ResourceV1().ResourceClaimTemplates("").List(ctx, o)
-				return items(r, err, func(r *resourcev1.ResourceClaimTemplateList) ([]resourcev1.ResourceClaimTemplate, string) {
-					return r.Items, r.Continue
-				})
-			})
-		return e
-	})
-	step(gpureport.NeedResourceQuotas, func() (e error) {
-		s.ResourceQuotas, e = collect(ctx, l, "resourcequotas", metav1.ListOptions{},
-			func(ctx context.Context, o metav1.ListOptions) ([]corev1.ResourceQuota, string, error) {
-				r, err := cs.CoreV1().ResourceQuotas("").List(ctx, o)
-				return items(r, err, func(r *corev1.ResourceQuotaList) ([]corev1.ResourceQuota, string) { return r.Items, r.Continue })
-			})
-		return e
-	})
-	step(gpureport.NeedLimitRanges, func() (e error) {
-		s.LimitRanges, e = collect(ctx, l, "limitranges", metav1.ListOptions{},
-			func(ctx context.Context, o metav1.ListOptions) ([]corev1.LimitRange, string, error) {
-				r, err := cs.CoreV1().LimitRanges("").List(ctx, o)
-				return items(r, err, func(r *corev1.LimitRangeList) ([]corev1.LimitRange, string) { return r.Items, r.Continue })
-			})
-		return e
-	})
-	step(gpureport.NeedPods, func() (e error) {
-		unscheduled := fields.OneTermEqualSelector("spec.nodeName", "").String()
-		s.Pods, e = collect(ctx, l, "unscheduled pods", metav1.ListOptions{FieldSelector: unscheduled},
-			func(ctx context.Context, o metav1.ListOptions) ([]corev1.Pod, string, error) {
-				r, err := cs.CoreV1().Pods("").List(ctx, o)
-				return items(r, err, func(r *corev1.PodList) ([]corev1.Pod, string) { return r.Items, r.Continue })
-			})
-		return e
-	})
-	step(gpureport.NeedEvents, func() (e error) {
-		failed := fields.OneTermEqualSelector("reason", "FailedResourceClaimCreation").String()
-		s.Events, e = collect(ctx, l, "events", metav1.ListOptions{FieldSelector: failed},
-			func(ctx context.Context, o metav1.ListOptions) ([]corev1.Event, string, error) {
-				r, err := cs.CoreV1().Events("").List(ctx, o)
-				return items(r, err, func(r *corev1.EventList) ([]corev1.Event, string) { return r.Items, r.Continue })
-			})
-		return e
-	})
-	step(gpureport.NeedPolicies, func() (e error) {
-		s.PolicyBindings, e = collect(ctx, l, "validatingadmissionpolicybindings", metav1.ListOptions{},
-			func(ctx context.Context, o metav1.ListOptions) ([]admissionv1.ValidatingAdmissionPolicyBinding, string, error) {
-				r, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List(ctx, o)
-				return items(r, err, func(r *admissionv1.ValidatingAdmissionPolicyBindingList) ([]admissionv1.ValidatingAdmissionPolicyBinding, string) {
-					return r.Items, r.Continue
-				})
-			})
-		if e != nil {
-			return e
-		}
-		s.Policies, e = collect(ctx, l, "validatingadmissionpolicies", metav1.ListOptions{},
-			func(ctx context.Context, o metav1.ListOptions) ([]admissionv1.ValidatingAdmissionPolicy, string, error) {
-				r, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, o)
-				return items(r, err, func(r *admissionv1.ValidatingAdmissionPolicyList) ([]admissionv1.ValidatingAdmissionPolicy, string) {
-					return r.Items, r.Continue
-				})
-			})
-		return e
-	})
-	step(gpureport.NeedVClusterConfigs, func() (e error) {
-		s.VClusterConfigs, e = collect(ctx, l, "vcluster configs", metav1.ListOptions{LabelSelector: gpureport.VClusterSecretSelector},
-			func(ctx context.Context, o metav1.ListOptions) ([]corev1.Secret, string, error) {
-				r, err := cs.CoreV1().Secrets("").List(ctx, o)
-				return items(r, err, func(r *corev1.SecretList) ([]corev1.Secret, string) { return r.Items, r.Continue })
-			})
-		return e
-	})
-	l.Progress.Done()
-	return s, err
-}
-
-func items[L, T any](list *L, err error, get func(*L) ([]T, string)) ([]T, string, error) {
-	if err != nil {
-		return nil, "", err
-	}
-	out, cont := get(list)
-	return out, cont, nil
-}
-
-// collect lists every page. When a continue token expires (the list took longer than the API server's compaction
-// window), it lists once more without paging, as client-go's pager does.
-func collect[T any](ctx context.Context, l *Loader, what string, opts metav1.ListOptions,
-	page func(context.Context, metav1.ListOptions) ([]T, string, error)) ([]T, error) {
-	var all []T
-	opts.Limit = PageSize
-	for {
-		got, cont, err := page(ctx, opts)
-		if apierrors.IsResourceExpired(err) && opts.Continue != "" {
-			opts.Limit, opts.Continue, all = 0, "", nil
+	defer l.Progress.Done()
+	for _, li := range listings {
+		if !need.Has(li.need) {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", what, err)
+		if err := li.fill(ctx, l.Progress); err != nil {
+			return nil, err
 		}
-		all = append(all, got...)
-		l.Progress.Update(what, len(all))
-		if cont == "" {
-			return all, nil
-		}
-		opts.Continue = cont
 	}
+	return s, nil
+}
+
+// list is the listing that fills into with every object of a typed List call (a clientset's List method).
+func list[T any, L runtime.Object](need gpureport.Need, what string, opts metav1.ListOptions, into *[]T,
+	page func(context.Context, metav1.ListOptions) (L, error)) listing {
+	return listing{need: need, fill: func(ctx context.Context, p *Progress) (err error) {
+		*into, err = collect[T](ctx, p, what, opts, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return page(ctx, o)
+		})
+		return err
+	}}
+}
+
+// collect lists every page with client-go's pager, which lists once more without paging when a continue token
+// expires (the listing took longer than the API server's compaction window), and shows how many objects it has read.
+func collect[T any](ctx context.Context, p *Progress, what string, opts metav1.ListOptions,
+	page func(context.Context, metav1.ListOptions) (runtime.Object, error)) ([]T, error) {
+	read := 0
+	pg := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		obj, err := page(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		// A request without a continue token is the first page, or the unpaged list after an expiry: count afresh.
+		if o.Continue == "" {
+			read = 0
+		}
+		read += meta.LenList(obj)
+		p.Update(what, read)
+		return obj, nil
+	})
+	pg.PageSize = PageSize
+	obj, _, err := pg.List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", what, err)
+	}
+	out := make([]T, 0, meta.LenList(obj))
+	err = meta.EachListItem(obj, func(o runtime.Object) error {
+		item, ok := any(o).(*T)
+		if !ok {
+			return fmt.Errorf("listing %s: got a %T", what, o)
+		}
+		out = append(out, *item)
+		return nil
+	})
+	return out, err
 }
 
 // Progress shows on a terminal which list is running and how many objects it has read; elsewhere it writes nothing.

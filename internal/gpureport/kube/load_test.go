@@ -1,16 +1,20 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -18,49 +22,49 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/internal/gpureport"
 )
 
-// pages serves items in pages of up to size, with continue tokens "c<offset>", and records the options asked for.
+// pages serves n namespaces in pages of the limit asked for, with continue tokens "c<offset>", and records the
+// options asked for.
 type pages struct {
-	items   []int
-	size    int
+	n       int
 	asked   []metav1.ListOptions
 	expired bool // answer the first continued request with 410 Expired
 }
 
-func (p *pages) page(_ context.Context, o metav1.ListOptions) ([]int, string, error) {
+func (p *pages) page(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
 	p.asked = append(p.asked, o)
 	start := 0
 	if o.Continue != "" {
 		if p.expired {
 			p.expired = false
-			return nil, "", apierrors.NewResourceExpired("continue token expired")
+			return nil, apierrors.NewResourceExpired("continue token expired")
 		}
 		fmt.Sscanf(o.Continue, "c%d", &start)
 	}
-	if o.Limit == 0 {
-		return p.items[start:], "", nil
+	end := p.n
+	if o.Limit > 0 {
+		end = min(start+int(o.Limit), p.n)
 	}
-	end := min(start+int(o.Limit), len(p.items))
-	if end == len(p.items) {
-		return p.items[start:end], "", nil
+	list := &corev1.NamespaceList{Items: namespaces(end)[start:]}
+	if end < p.n {
+		list.Continue = fmt.Sprintf("c%d", end)
 	}
-	return p.items[start:end], fmt.Sprintf("c%d", end), nil
+	return list, nil
 }
 
-func numbers(n int) []int {
-	out := make([]int, n)
+func namespaces(n int) []corev1.Namespace {
+	out := make([]corev1.Namespace, n)
 	for i := range out {
-		out[i] = i
+		out[i].Name = fmt.Sprint("ns-", i)
 	}
 	return out
 }
 
 func TestCollect(t *testing.T) {
-	l := &Loader{}
 	t.Run("lists page by page with the limit and the server's continue tokens", func(t *testing.T) {
-		p := &pages{items: numbers(1200)}
-		got, err := collect(context.Background(), l, "things", metav1.ListOptions{LabelSelector: "a=b"}, p.page)
+		p := &pages{n: 1200}
+		got, err := collect[corev1.Namespace](context.Background(), nil, "things", metav1.ListOptions{LabelSelector: "a=b"}, p.page)
 		require.NoError(t, err)
-		assert.Equal(t, numbers(1200), got)
+		assert.Equal(t, namespaces(1200), got)
 		assert.Equal(t, []metav1.ListOptions{
 			{LabelSelector: "a=b", Limit: PageSize},
 			{LabelSelector: "a=b", Limit: PageSize, Continue: "c500"},
@@ -68,18 +72,26 @@ func TestCollect(t *testing.T) {
 		}, p.asked)
 	})
 	t.Run("an expired continue token restarts with one unpaged list", func(t *testing.T) {
-		p := &pages{items: numbers(1200), expired: true}
-		got, err := collect(context.Background(), l, "things", metav1.ListOptions{}, p.page)
+		p := &pages{n: 1200, expired: true}
+		got, err := collect[corev1.Namespace](context.Background(), nil, "things", metav1.ListOptions{}, p.page)
 		require.NoError(t, err)
-		assert.Equal(t, numbers(1200), got)
+		assert.Equal(t, namespaces(1200), got)
 		require.Len(t, p.asked, 3)
 		assert.Equal(t, metav1.ListOptions{}, p.asked[2])
 	})
 	t.Run("an error names what was being listed", func(t *testing.T) {
-		_, err := collect(context.Background(), l, "resourceclaims", metav1.ListOptions{}, func(context.Context, metav1.ListOptions) ([]int, string, error) {
-			return nil, "", apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, "", fmt.Errorf("RBAC"))
-		})
+		_, err := collect[corev1.Namespace](context.Background(), nil, "resourceclaims", metav1.ListOptions{},
+			func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+				return nil, apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, "", fmt.Errorf("RBAC"))
+			})
 		assert.ErrorContains(t, err, "listing resourceclaims: resourceclaims.resource.k8s.io is forbidden")
+	})
+	t.Run("the progress line counts the objects read", func(t *testing.T) {
+		var out bytes.Buffer
+		_, err := collect[corev1.Namespace](context.Background(), &Progress{w: &out}, "things", metav1.ListOptions{}, (&pages{n: 1200}).page)
+		require.NoError(t, err)
+		// Throttled to ten a second: the first page is shown; the next two, in memory, most likely come too soon.
+		assert.True(t, strings.HasPrefix(out.String(), "\r\033[Klisting things: 500"), "%q", out.String())
 	})
 }
 
@@ -107,6 +119,24 @@ func TestLoadListsWhatTheReportNeeds(t *testing.T) {
 			assert.Equal(t, tc.want, listed)
 		})
 	}
+}
+
+func TestLoadNarrowsNamespacedKindsToNamespace(t *testing.T) {
+	cs := fake.NewClientset()
+	_, err := (&Loader{Client: cs, Namespace: "vcluster-legal-ai"}).Load(context.Background(), gpureport.PendingNeeds|gpureport.AuditNeeds)
+	require.NoError(t, err)
+	var listed []string
+	for _, a := range cs.Actions() {
+		l, ok := a.(k8stesting.ListAction)
+		require.True(t, ok, "a list, got %v", a)
+		listed = append(listed, l.GetResource().Resource+" in "+l.GetNamespace())
+	}
+	assert.Equal(t, []string{
+		"namespaces in ", "deviceclasses in ", "resourceslices in ",
+		"resourceclaims in vcluster-legal-ai", "resourceclaimtemplates in vcluster-legal-ai", "resourcequotas in vcluster-legal-ai",
+		"limitranges in vcluster-legal-ai", "pods in vcluster-legal-ai", "events in vcluster-legal-ai",
+		"validatingadmissionpolicybindings in ", "validatingadmissionpolicies in ", "secrets in vcluster-legal-ai",
+	}, listed)
 }
 
 func TestLoadReadsOnlyTheVClusterChartsSecrets(t *testing.T) {
