@@ -2,6 +2,7 @@ package gpureport
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -167,6 +168,16 @@ func Capacity(ctx context.Context, s *Snapshot, now time.Time) *CapacityReport {
 		rep.Pools = append(rep.Pools, pi)
 	}
 	return rep
+}
+
+// NarrowToNamespace keeps only the tenant rows of namespace; empty keeps them all. The class and pool figures stay
+// cluster-wide: the claims of every namespace draw on the same devices, so a device held elsewhere is not free to
+// this namespace either. Call it before Price, so that the tenant costs are those of the rows kept.
+func (r *CapacityReport) NarrowToNamespace(namespace string) {
+	if namespace == "" {
+		return
+	}
+	r.Tenants = slices.DeleteFunc(r.Tenants, func(u TenantUsage) bool { return u.Namespace != namespace })
 }
 
 // grantees are the tenants a class is granted to, sorted.
