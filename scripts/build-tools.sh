@@ -7,7 +7,7 @@
 #   scripts/build-tools.sh --force    rebuild everything
 #
 # Output:
-#   .tools/bin/{pulumi,etcd,kube-apiserver,kube-controller-manager,kube-scheduler}
+#   .tools/bin/{pulumi,etcd,kube-apiserver,kube-controller-manager,kube-scheduler,vcluster-config}
 #   .tools/bin/gpu-tenancy-policy     the project's policy pack (./policy), rebuilt on every run
 #   .tools/pulumi-home/plugins/resource-kubernetes-v4.32.0/pulumi-resource-kubernetes
 #       (run the engine with PULUMI_HOME=.tools/pulumi-home; the provider is deliberately not on
@@ -211,6 +211,12 @@ KSM_VERSION=v2.20.0
 build kube-state-metrics "$MODS/kube-state-metrics" "$BIN" \
 	"-X github.com/prometheus/common/version.Version=$KSM_VERSION -X k8s.io/kube-state-metrics/v2/pkg/app.ClientGoVersion=$(required_version "$MODS/kube-state-metrics" k8s.io/client-go)" .
 build promql-eval "$MODS/promql-eval" "$BIN" "" .
+
+# --- vcluster-config -------------------------------------------------------------------------
+# vCluster's own config loader (loft-sh/vcluster pkg/config), at the release the chart comes from, so the unit tests
+# validate the values the program renders as vCluster itself reads them. Its module requires k8s.io v0.36 and
+# github.com/loft-sh/api/v4, which the checksum database does not know: go.sum is committed.
+build vcluster-config "$MODS/vcluster-config" "$BIN" "" .
 
 # --- policy pack -----------------------------------------------------------------------------
 # The project's own policy pack (./policy), from the product module. Always built: the `build` helper stamps only a

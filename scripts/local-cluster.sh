@@ -22,6 +22,7 @@
 #   GT_KCM_PORT           kube-controller-manager health port [20257]
 #   GT_SCHEDULER_PORT     kube-scheduler health port [20259]
 #   GT_FEATURE_GATES      extra --feature-gates for every component, e.g. DRAExtendedResource=true
+#   GT_APISERVER_ARGS     extra kube-apiserver flags, split on spaces (the benchmark lowers its concurrency limits)
 #   GT_START_TIMEOUT      seconds to wait for each component to become ready [60]
 set -euo pipefail
 
@@ -36,6 +37,7 @@ APISERVER_PORT=${GT_APISERVER_PORT:-26443}
 KCM_PORT=${GT_KCM_PORT:-20257}
 SCHEDULER_PORT=${GT_SCHEDULER_PORT:-20259}
 FEATURE_GATES=${GT_FEATURE_GATES:-}
+read -r -a APISERVER_ARGS <<<"${GT_APISERVER_ARGS:-}"
 START_TIMEOUT=${GT_START_TIMEOUT:-60}
 
 PKI=$DATA/pki
@@ -249,7 +251,7 @@ up() {
 			--authorization-mode RBAC \
 			--enable-admission-plugins NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultTolerationSeconds,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy \
 			--runtime-config resource.k8s.io/v1=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true \
-			--allow-privileged=true --profiling=false $(gates)
+			--allow-privileged=true --profiling=false $(gates) "${APISERVER_ARGS[@]}"
 	fi
 	wait_ready kube-apiserver
 	write_kubeconfig "$KUBECONFIG_FILE" admin

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	helmv4 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v4"
@@ -24,7 +25,7 @@ const (
 	ChartName        = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"
 	ChartVersion     = "0.4.0"
 	ReleaseName      = "dra-driver-nvidia-gpu"
-	DefaultNamespace = "dra-driver-nvidia-gpu"
+	DefaultNamespace = naming.DriverNamespace
 	// ResourceAPIVersion is the DRA API the driver publishes with; GKE serves it for GPUs from 1.34
 	// (https://cloud.google.com/kubernetes-engine/docs/how-to/set-up-dra).
 	ResourceAPIVersion = "resource.k8s.io/v1"
@@ -150,7 +151,7 @@ func NewDriver(ctx *pulumi.Context, name string, args *DriverArgs, opts ...pulum
 		}
 		before = append(before, prereqs...)
 	case cluster.Scaleway:
-		patch, err := disableGPUOperatorDevicePlugin(ctx, name, d)
+		patch, err := configureGPUOperator(ctx, name, d)
 		if err != nil {
 			return nil, err
 		}

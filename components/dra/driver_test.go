@@ -8,7 +8,6 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,11 +26,7 @@ func dependsOn(t *testing.T, rec *mocktest.Recorder, typ, name string) []string 
 	t.Helper()
 	reg, err := rec.Get(typ, name)
 	require.NoError(t, err)
-	var names []string
-	for _, urn := range reg.Dependencies {
-		names = append(names, resource.URN(urn).Name())
-	}
-	return names
+	return reg.DependencyNames()
 }
 
 var (
@@ -185,14 +180,21 @@ func TestGKEQuotaCountsAtLeastOneNodePerPool(t *testing.T) {
 	assert.Equal(t, "5", quota.Inputs["spec"].ObjectValue()["hard"].ObjectValue()["pods"].StringValue())
 }
 
-func TestScalewayDisablesGPUOperatorDevicePluginFirst(t *testing.T) {
+func TestScalewayConfiguresTheGPUOperatorFirst(t *testing.T) {
 	rec := run(t, &DriverArgs{Flavour: cluster.Scaleway})
 	patch, err := rec.Get(patchType, "dra-gpu-operator-device-plugin-off")
 	require.NoError(t, err)
 	meta := patch.Inputs["metadata"].ObjectValue()
 	assert.Equal(t, "cluster-policy", meta["name"].StringValue())
 	assert.Equal(t, "true", meta["annotations"].ObjectValue()["pulumi.com/patchForce"].StringValue())
-	assert.Equal(t, false, at(t, patch.Inputs["spec"].Mappable().(map[string]any), "devicePlugin", "enabled"))
+	spec := patch.Inputs["spec"].Mappable().(map[string]any)
+	assert.Equal(t, false, at(t, spec, "devicePlugin", "enabled"))
+	assert.Equal(t, true, at(t, spec, "cdi", "enabled"), "the device plugin and validator get GPUs through CDI, not the variable")
+	assert.Equal(t, []any{
+		map[string]any{"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"},
+		map[string]any{"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "false"},
+		map[string]any{"name": "NVIDIA_RUNTIME_SET_AS_DEFAULT", "value": "false"},
+	}, at(t, spec, "toolkit", "env"), "image variables are ignored for unprivileged containers, and the NVIDIA runtime is never the default")
 	assert.Contains(t, dependsOn(t, rec, chartType, "dra"), "dra-gpu-operator-device-plugin-off")
 	assert.Empty(t, rec.ByType(quotaType))
 	assert.Empty(t, rec.ByType(configType))

@@ -209,7 +209,12 @@ func controlPlaneArgs(args *ClusterArgs, stack string) *container.ClusterArgs {
 		// Cost allocation puts each workload's namespace and Kubernetes labels into the Cloud Billing export, next to
 		// the resource labels (https://cloud.google.com/kubernetes-engine/docs/how-to/cost-allocations).
 		CostManagementConfig: &container.ClusterCostManagementConfigArgs{Enabled: pulumi.Bool(true)},
-		ResourceLabels:       pulumi.ToStringMap(naming.CostLabels(stack, "", "")),
+		// A Service's externalIPs capture every pod's traffic to those addresses, other tenants' included
+		// (CVE-2020-8554, kubernetes/kubernetes#97076); GKE refuses them with this off. The tenants' admission policy
+		// refuses them too, on every cloud. GKE changes it in place on an existing cluster (ClusterUpdate
+		// desiredServiceExternalIpsConfig: https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/ClusterUpdate).
+		ServiceExternalIpsConfig: &container.ClusterServiceExternalIpsConfigArgs{Enabled: pulumi.Bool(false)},
+		ResourceLabels:           pulumi.ToStringMap(naming.CostLabels(stack, "", "")),
 	}
 	if args.ReleaseChannel != "" {
 		cp.ReleaseChannel = &container.ClusterReleaseChannelArgs{Channel: pulumi.String(args.ReleaseChannel)}

@@ -232,6 +232,9 @@ func TestControlPlane(t *testing.T) {
 		{"cost allocation on", func(t *testing.T) {
 			assert.Equal(t, map[string]any{"enabled": true}, in["costManagementConfig"].Mappable())
 		}},
+		{"no Service externalIPs, which capture other tenants' traffic", func(t *testing.T) {
+			assert.Equal(t, map[string]any{"enabled": false}, in["serviceExternalIpsConfig"].Mappable())
+		}},
 		{"resource labels name the stack", func(t *testing.T) {
 			assert.Equal(t, map[string]any{naming.CostStackKey: "gpu-tenancy_test"}, in["resourceLabels"].Mappable())
 		}},

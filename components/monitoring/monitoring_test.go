@@ -161,20 +161,12 @@ func TestKubeStateMetricsRelease(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, tc.got) })
 	}
-	assert.Contains(t, dependsOnNames(rel), "monitoring-namespace")
+	assert.Contains(t, rel.DependencyNames(), "monitoring-namespace")
 }
 
 func hasKey(m any, key string) bool {
 	_, ok := m.(map[string]any)[key]
 	return ok
-}
-
-func dependsOnNames(reg mocktest.Registration) []string {
-	var names []string
-	for _, urn := range reg.Dependencies {
-		names = append(names, urn[strings.LastIndex(urn, "::")+2:])
-	}
-	return names
 }
 
 func TestKubeStateMetricsReleaseFollowsSpec(t *testing.T) {

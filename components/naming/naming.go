@@ -62,6 +62,20 @@ const EntitlementPolicyPrefix = "gpu-tenancy-device-entitlements-"
 // the classes granted to it.
 func EntitlementPolicy(tenant string) string { return EntitlementPolicyPrefix + tenant }
 
+// TenantFlowSchemaPrefix prefixes each tenant's FlowSchema (see TenantFlowSchema).
+const TenantFlowSchemaPrefix = "gpu-tenancy-tenant-"
+
+// TenantFlowSchema names the FlowSchema that makes a tenant's API requests one flow of the tenants' priority level.
+func TenantFlowSchema(tenant string) string { return TenantFlowSchemaPrefix + tenant }
+
+// Namespaces of the platform's own controllers: the NVIDIA DRA driver and vCluster Platform, where their charts
+// install them by default (dra-driver-nvidia-gpu v0.4.0 docs/install.md; loft-sh/vcluster v0.36.1
+// pkg/platform/clihelper/clihelper.go DefaultPlatformNamespace).
+const (
+	DriverNamespace   = "dra-driver-nvidia-gpu"
+	PlatformNamespace = "vcluster-platform"
+)
+
 // Pod Security Admission namespace labels (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
 const (
 	PodSecurityEnforceLabel        = "pod-security.kubernetes.io/enforce"
@@ -96,6 +110,8 @@ const (
 	KindDeviceClass   = "DeviceClass"
 	KindPolicy        = "ValidatingAdmissionPolicy"
 	KindPolicyBinding = "ValidatingAdmissionPolicyBinding"
+	KindFlowSchema    = "FlowSchema"
+	KindPriorityLevel = "PriorityLevelConfiguration"
 )
 
 // ObjectRef names a cluster-scoped object.

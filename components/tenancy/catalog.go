@@ -35,6 +35,38 @@ type AdmissionArgs struct {
 	// ClaimStatusWriters are the users allowed to allocate and reserve ResourceClaims. The caller gives the cluster's
 	// own writers (cluster.Cluster.ClaimStatusWriters) plus any a stack adds.
 	ClaimStatusWriters []string `json:"claimStatusWriters"`
+	// RuntimeClasses are the RuntimeClasses tenant pods may name; none by default. No NVIDIA runtime class may be
+	// one of them.
+	RuntimeClasses []string `json:"runtimeClasses"`
+	// PriorityClasses are the PriorityClasses tenant pods may name; none by default (the cluster's default priority).
+	// The system-critical classes may not be one of them.
+	PriorityClasses []string `json:"priorityClasses"`
+	// TolerableTaints are node taint keys tenant pods may tolerate besides the GPU pools' own (GPUTaints) and the
+	// not-ready and unreachable taints every pod tolerates for a while.
+	TolerableTaints []string `json:"tolerableTaints"`
+	// TolerableDeviceTaints are device taint keys (KEP-5055) tenant claims may tolerate; none by default.
+	TolerableDeviceTaints []string `json:"tolerableDeviceTaints"`
+	// GPUTaints are the keys of the GPU pools' taints, which GPU workloads tolerate; the caller gives the cluster's.
+	GPUTaints []string `json:"-"`
+	// ControllerNamespaces hold the platform's own controllers (the DRA driver, vCluster Platform): their service
+	// accounts' API requests are served ahead of the tenants' (FlowSchema ControllersFlowSchema).
+	ControllerNamespaces []string `json:"-"`
+}
+
+// DefaultControllerNamespaces are where the platform's controllers run unless a stack moves them.
+var DefaultControllerNamespaces = []string{naming.DriverNamespace, naming.PlatformNamespace}
+
+// WithDefaults fills in the controller namespaces.
+func (a AdmissionArgs) WithDefaults() AdmissionArgs {
+	if len(a.ControllerNamespaces) == 0 {
+		a.ControllerNamespaces = slices.Clone(DefaultControllerNamespaces)
+	}
+	return a
+}
+
+// tolerableTaints are every node taint key tenant pods may tolerate.
+func (a AdmissionArgs) tolerableTaints() []string {
+	return uniqueSorted(slices.Concat(a.GPUTaints, defaultTolerableTaints, a.TolerableTaints))
 }
 
 // Catalog is the platform's GPU catalog on the host cluster: the DeviceClasses and the cluster-wide admission guards.
@@ -47,6 +79,10 @@ type Catalog struct {
 	ClassNames pulumi.StringArrayOutput
 	// Guards are the bindings of the cluster-wide guards; a tenant namespace must not exist before them.
 	Guards []pulumi.Resource
+	// Admission are the admission settings (after defaults) every tenant's own policies share.
+	Admission AdmissionArgs
+	// TenantsLevel is the priority level every tenant's FlowSchema points at.
+	TenantsLevel pulumi.Resource
 }
 
 // Validate checks the classes, that every grant names a class of the catalog, and the admission settings.
@@ -81,6 +117,22 @@ func (a AdmissionArgs) Validate(path *field.Path, tenants []string) field.ErrorL
 			errs = append(errs, field.Duplicate(p, ns))
 		}
 	}
+	errs = append(errs, validateObjectNames(path.Child("runtimeClasses"), a.RuntimeClasses, func(name string) string {
+		if strings.Contains(strings.ToLower(name), "nvidia") {
+			return "the NVIDIA runtime classes give a container every GPU its image asks for, outside DRA"
+		}
+		return ""
+	})...)
+	errs = append(errs, validateObjectNames(path.Child("priorityClasses"), a.PriorityClasses, func(name string) string {
+		if strings.HasPrefix(name, "system-") {
+			return "system priority classes preempt every other tenant's pods and are the last a node evicts"
+		}
+		return ""
+	})...)
+	errs = append(errs, validateTaintKeys(path.Child("tolerableTaints"), a.TolerableTaints, map[string]string{
+		"node.kubernetes.io/unschedulable": "tolerating it puts pods on cordoned nodes",
+	})...)
+	errs = append(errs, validateTaintKeys(path.Child("tolerableDeviceTaints"), a.TolerableDeviceTaints, nil)...)
 	for i, w := range a.ClaimStatusWriters {
 		p := path.Child("claimStatusWriters").Index(i)
 		switch {
@@ -94,6 +146,50 @@ func (a AdmissionArgs) Validate(path *field.Path, tenants []string) field.ErrorL
 		}
 	}
 	return errs
+}
+
+// validateObjectNames checks names of cluster objects (DNS subdomains), once each, none that refused explains.
+func validateObjectNames(path *field.Path, names []string, refused func(string) string) field.ErrorList {
+	var errs field.ErrorList
+	for i, name := range names {
+		p := path.Index(i)
+		errs = append(errs, fieldcheck.DNSSubdomain(p, name, validation.DNS1123SubdomainMaxLength)...)
+		if why := refused(name); why != "" {
+			errs = append(errs, field.Invalid(p, name, why))
+		}
+		if slices.Contains(names[:i], name) {
+			errs = append(errs, field.Duplicate(p, name))
+		}
+	}
+	return errs
+}
+
+// validateTaintKeys checks taint keys (qualified names), once each; an empty key would tolerate every taint.
+func validateTaintKeys(path *field.Path, keys []string, refused map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	for i, key := range keys {
+		p := path.Index(i)
+		if key == "" {
+			errs = append(errs, field.Required(p, "a taint key: an empty key tolerates every taint"))
+			continue
+		}
+		for _, msg := range validation.IsQualifiedName(key) {
+			errs = append(errs, field.Invalid(p, key, msg))
+		}
+		if why, ok := refused[key]; ok {
+			errs = append(errs, field.Invalid(p, key, why))
+		}
+		if slices.Contains(keys[:i], key) {
+			errs = append(errs, field.Duplicate(p, key))
+		}
+	}
+	return errs
+}
+
+func uniqueSorted(items []string) []string {
+	out := slices.Clone(items)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // ValidateGrant checks a tenant's granted class names (at path) against the catalog's classes: each exists, once.
@@ -143,10 +239,11 @@ func tenantsOf(grants map[string][]string, class string) []string {
 	return out
 }
 
-// NewCatalog creates the DeviceClasses and the cluster-wide guards: claims of GPU classes only in tenant host
-// namespaces, the tenant label only on those, claim status written only by the scheduler and the resource-claim
-// controller, and in tenant namespaces no NVIDIA runtime variables and no GPU extended resources. Each tenant
-// (NewTenant) adds its own entitlement policy.
+// NewCatalog creates the DeviceClasses, the cluster-wide guards and the tenants' API priority level: claims of GPU
+// classes only in tenant host namespaces, the tenant label only on those, claim status written only by the scheduler
+// and the resource-claim controller, and in tenant namespaces no path to a GPU outside DRA, pods placed by the
+// scheduler within the taints and priorities the platform allows, no device released while a container may hold it,
+// and no Service capturing others' traffic. Each tenant (NewTenant) adds its own entitlement policy and flow schema.
 func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pulumi.ResourceOption) (*Catalog, error) {
 	if args == nil {
 		return nil, errors.New("creating GPU catalog: args are required")
@@ -154,7 +251,8 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 	if errs := args.Validate(field.NewPath("catalog")); len(errs) > 0 {
 		return nil, fmt.Errorf("creating GPU catalog %q: %w", name, errs.ToAggregate())
 	}
-	c := &Catalog{DeviceClasses: map[string]*resourcev1.DeviceClass{}}
+	admission := args.Admission.WithDefaults()
+	c := &Catalog{DeviceClasses: map[string]*resourcev1.DeviceClass{}, Admission: admission}
 	if err := ctx.RegisterComponentResource("gpu-tenancy:tenancy:Catalog", name, c, opts...); err != nil {
 		return nil, fmt.Errorf("registering GPU catalog %q: %w", name, err)
 	}
@@ -175,12 +273,19 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 		policy   admissionPolicy
 		selector *metav1.LabelSelectorArgs
 	}{
-		{"claim-namespaces", claimNamespacePolicy(names, tenants), namespacesExcept(args.Admission.PlatformNamespaces)},
+		{"claim-namespaces", claimNamespacePolicy(names, tenants), namespacesExcept(admission.PlatformNamespaces)},
 		{"namespace-label", namespaceLabelPolicy, nil},
-		{"claim-status", claimStatusPolicy(args.Admission.ClaimStatusWriters), nil},
+		{"claim-status", claimStatusPolicy(admission.ClaimStatusWriters), nil},
 		{"runtime-env", runtimeEnvPolicy, tenantNamespaces()},
 		{"runtime-env-keys", runtimeEnvKeysPolicy, tenantNamespaces()},
 		{"extended-resources", extendedResourcePolicy, tenantNamespaces()},
+		{"node-device-paths", nodeDevicePolicy(admission.RuntimeClasses), tenantNamespaces()},
+		{"pod-placement", podPlacementPolicy(admission.tolerableTaints(), admission.PriorityClasses), tenantNamespaces()},
+		{"pod-phase", podPhasePolicy, tenantNamespaces()},
+		{"pod-graceful-delete", gracefulDeletePolicy, tenantNamespaces()},
+		{"claim-delete-protection", claimDeleteProtectionPolicy, tenantNamespaces()},
+		{"service-external-ips", servicePolicy, tenantNamespaces()},
+		{"volume-claims", volumeClaimPolicy, tenantNamespaces()},
 	}
 	for _, g := range guards {
 		binding, err := newPolicy(ctx, name+"-"+g.suffix, g.policy, g.selector, nil, c)
@@ -188,6 +293,11 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 			return nil, err
 		}
 		c.Guards = append(c.Guards, binding)
+	}
+
+	var err error
+	if c.TenantsLevel, err = newFairness(ctx, name, admission.ControllerNamespaces, c); err != nil {
+		return nil, err
 	}
 
 	c.ClassNames = pulumi.ToStringArray(names).ToStringArrayOutput()
@@ -199,7 +309,8 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 
 // guardNames are the cluster-wide guards' policy names, each bound by a binding of the same name.
 var guardNames = []string{ClaimNamespacePolicy, NamespaceLabelPolicy, ClaimStatusPolicy, RuntimeEnvPolicy,
-	RuntimeEnvKeysPolicy, ExtendedResourcePolicy}
+	RuntimeEnvKeysPolicy, ExtendedResourcePolicy, NodeDevicePolicy, PodPlacementPolicy, PodPhasePolicy,
+	GracefulDeletePolicy, ClaimDeleteProtectionPolicy, ServicePolicy, VolumeClaimPolicy}
 
 // ClusterObjects are the cluster-scoped objects NewCatalog and NewTenant create for these classes and tenants, so a
 // caller can check, before creating anything, that none of them belongs to someone else.
@@ -215,6 +326,11 @@ func ClusterObjects(classes []GPUClass, tenants []string) []naming.ObjectRef {
 	}
 	for _, p := range policies {
 		refs = append(refs, naming.ObjectRef{Kind: naming.KindPolicy, Name: p}, naming.ObjectRef{Kind: naming.KindPolicyBinding, Name: p})
+	}
+	refs = append(refs, naming.ObjectRef{Kind: naming.KindPriorityLevel, Name: TenantsPriorityLevel},
+		naming.ObjectRef{Kind: naming.KindFlowSchema, Name: ControllersFlowSchema})
+	for _, t := range tenants {
+		refs = append(refs, naming.ObjectRef{Kind: naming.KindFlowSchema, Name: naming.TenantFlowSchema(t)})
 	}
 	return refs
 }

@@ -30,6 +30,8 @@ const (
 	quotaType       = "kubernetes:core/v1:ResourceQuota"
 	limitRangeType  = "kubernetes:core/v1:LimitRange"
 	netpolType      = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+	flowSchemaType  = "kubernetes:flowcontrol.apiserver.k8s.io/v1:FlowSchema"
+	levelType       = "kubernetes:flowcontrol.apiserver.k8s.io/v1:PriorityLevelConfiguration"
 	ciliumType      = "kubernetes:cilium.io/v2:CiliumNetworkPolicy"
 )
 
@@ -42,17 +44,28 @@ var testClasses = []GPUClass{
 
 // testAdmission is what the pipeline hands the catalog on a cluster with standard identities and one platform
 // namespace.
-var testAdmission = AdmissionArgs{PlatformNamespaces: []string{"ml-platform"}, ClaimStatusWriters: cluster.StandardClaimStatusWriters}
+var testAdmission = AdmissionArgs{PlatformNamespaces: []string{"ml-platform"}, ClaimStatusWriters: cluster.StandardClaimStatusWriters,
+	GPUTaints: []string{cluster.GPUTaint.Key}}
 
 // runPlatform runs NewCatalog with the tenants' grants and then NewTenant for each tenant, as the pipeline does.
 func runPlatform(t *testing.T, classes []GPUClass, tenants ...TenantArgs) *mocktest.Recorder {
 	t.Helper()
-	rec, err := tryPlatform(classes, tenants...)
+	return runPlatformWith(t, testAdmission, classes, tenants...)
+}
+
+// runPlatformWith is runPlatform with other admission settings.
+func runPlatformWith(t *testing.T, admission AdmissionArgs, classes []GPUClass, tenants ...TenantArgs) *mocktest.Recorder {
+	t.Helper()
+	rec, err := tryPlatformWith(admission, classes, tenants...)
 	require.NoError(t, err)
 	return rec
 }
 
 func tryPlatform(classes []GPUClass, tenants ...TenantArgs) (*mocktest.Recorder, error) {
+	return tryPlatformWith(testAdmission, classes, tenants...)
+}
+
+func tryPlatformWith(admission AdmissionArgs, classes []GPUClass, tenants ...TenantArgs) (*mocktest.Recorder, error) {
 	rec := &mocktest.Recorder{}
 	grants := map[string][]string{}
 	for _, t := range tenants {
@@ -64,7 +77,7 @@ func tryPlatform(classes []GPUClass, tenants ...TenantArgs) (*mocktest.Recorder,
 		classes[i].PlatformOnly = len(tenantsOf(grants, c.Name)) == 0
 	}
 	err := mocktest.Run("test", func(ctx *pulumi.Context) error {
-		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: classes, Grants: grants, Admission: testAdmission})
+		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: classes, Grants: grants, Admission: admission})
 		if err != nil {
 			return err
 		}
@@ -152,6 +165,13 @@ func TestCatalogGuards(t *testing.T) {
 		{"gpus-runtime-env", RuntimeEnvPolicy, []string{"pods", "pods/ephemeralcontainers"}, naming.TenantNamespaceLabel},
 		{"gpus-runtime-env-keys", RuntimeEnvKeysPolicy, []string{"configmaps", "secrets"}, naming.TenantNamespaceLabel},
 		{"gpus-extended-resources", ExtendedResourcePolicy, []string{"pods"}, naming.TenantNamespaceLabel},
+		{"gpus-node-device-paths", NodeDevicePolicy, []string{"pods", "pods/ephemeralcontainers"}, naming.TenantNamespaceLabel},
+		{"gpus-pod-placement", PodPlacementPolicy, []string{"pods"}, naming.TenantNamespaceLabel},
+		{"gpus-pod-phase", PodPhasePolicy, []string{"pods/status"}, naming.TenantNamespaceLabel},
+		{"gpus-pod-graceful-delete", GracefulDeletePolicy, []string{"pods", "pods"}, naming.TenantNamespaceLabel},
+		{"gpus-claim-delete-protection", ClaimDeleteProtectionPolicy, []string{"resourceclaims"}, naming.TenantNamespaceLabel},
+		{"gpus-service-external-ips", ServicePolicy, []string{"services"}, naming.TenantNamespaceLabel},
+		{"gpus-volume-claims", VolumeClaimPolicy, []string{"persistentvolumeclaims"}, naming.TenantNamespaceLabel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.policy, func(t *testing.T) {
@@ -304,7 +324,8 @@ func TestClusterObjectsAreExactlyTheClusterScopedObjectsCreated(t *testing.T) {
 	rec := runPlatform(t, testClasses, teamA(), teamB())
 	var created []string
 	for typ, kind := range map[string]string{deviceClassType: naming.KindDeviceClass, namespaceType: naming.KindNamespace,
-		policyType: naming.KindPolicy, bindingType: naming.KindPolicyBinding} {
+		policyType: naming.KindPolicy, bindingType: naming.KindPolicyBinding, flowSchemaType: naming.KindFlowSchema,
+		levelType: naming.KindPriorityLevel} {
 		for _, reg := range rec.ByType(typ) {
 			created = append(created, kind+"/"+reg.Inputs["metadata"].ObjectValue()["name"].StringValue())
 		}

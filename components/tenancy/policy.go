@@ -33,19 +33,23 @@ const (
 	// claims and so the grant check (k8s.io/api v0.34.4 resource/v1/types.go DeviceClassSpec.ExtendedResourceName,
 	// ResourceDeviceClassPrefix).
 	ExtendedResourcePolicy = "gpu-tenancy-no-gpu-extended-resources"
+	// NodeDevicePolicy refuses tenant pods the ways to a node's devices that go around DRA: NVIDIA runtime classes,
+	// CDI and CRI-O device annotations, the toolkit's device-list mounts.
+	NodeDevicePolicy = "gpu-tenancy-no-node-device-paths"
+	// PodPlacementPolicy keeps tenant pods to the scheduler, the taints they may tolerate and the priority classes
+	// they may use.
+	PodPlacementPolicy = "gpu-tenancy-pod-placement"
+	// PodPhasePolicy refuses a tenant's identities writing the phase or claim statuses of a pod.
+	PodPhasePolicy = "gpu-tenancy-pod-phase-from-kubelet"
+	// GracefulDeletePolicy refuses a tenant's identities deleting a running pod without its grace period.
+	GracefulDeletePolicy = "gpu-tenancy-pod-graceful-delete"
+	// ClaimDeleteProtectionPolicy refuses a tenant's identities removing an allocated claim's finalizer.
+	ClaimDeleteProtectionPolicy = "gpu-tenancy-claim-delete-protection"
+	// ServicePolicy refuses tenant Services with externalIPs.
+	ServicePolicy = "gpu-tenancy-service-external-ips"
+	// VolumeClaimPolicy refuses tenant claims that bind an existing volume by name or label.
+	VolumeClaimPolicy = "gpu-tenancy-volume-claims-from-storage-classes"
 )
-
-// RuntimeEnvVars are the NVIDIA container runtime's variables that select devices or driver capabilities outside
-// DRA: with the NVIDIA Container Toolkit's default accept-nvidia-visible-devices-envvar-when-unprivileged=true, a
-// container setting them gets the GPUs they name, whatever its claims (NVIDIA/nvidia-container-toolkit v1.20.2
-// internal/config/image/cuda_image.go VisibleDevices; https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html).
-var RuntimeEnvVars = []string{"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_MIG_CONFIG_DEVICES",
-	"NVIDIA_MIG_MONITOR_DEVICES"}
-
-// gpuExtendedResourcePrefixes are the extended-resource names that reach GPUs without a claim: the driver class's
-// extendedResourceName nvidia.com/gpu (and the device plugin's nvidia.com/* names) and DRA's implicit
-// deviceclass.resource.kubernetes.io/<class> (dra-driver-nvidia-gpu v0.4.0 templates/deviceclass-gpu.yaml).
-var gpuExtendedResourcePrefixes = []string{"nvidia.com/", "deviceclass.resource.kubernetes.io/"}
 
 // An empty subResource is left out of an admission request (k8s.io/api v0.34.4 admission/v1/types.go omitempty), so
 // the policies read request.?subResource as optional.
@@ -62,92 +66,12 @@ const (
 	// on CREATE. Controllers update claims admitted before a grant was revoked (finalizers, labels): denying those
 	// would leave claims stuck in deletion.
 	celCreatedOrSpecChanged = `request.operation == 'CREATE' || object.spec != oldObject.spec`
+	// celTenantIdentity matches the service accounts of the request's namespace: in a tenant namespace, every
+	// identity the tenant can hold, since its syncer may mint tokens for each of them (a Secret of type
+	// kubernetes.io/service-account-token). The kubelet, the scheduler and the controllers have identities of their own.
+	celTenantIdentity = `request.userInfo.username.startsWith('system:serviceaccount:' + request.namespace + ':')`
+	celTenant         = `namespaceObject.metadata.?labels[?$TENANT_LABEL].orValue(namespaceObject.metadata.name)`
 )
-
-// entitlementPolicy lets a tenant's namespace name only its granted classes in claims and templates, in every field
-// that names a DeviceClass in resource.k8s.io/v1 (exactly.deviceClassName, firstAvailable[*].deviceClassName:
-// k8s.io/api v0.34.4 resource/v1/types.go DeviceRequest, ExactDeviceRequest, DeviceSubRequest), and never
-// adminAccess. Requests in v1beta1 and v1beta2 are converted to v1 first (matchPolicy Equivalent: k8s.io/apiserver
-// v0.34.4 pkg/admission/plugin/policy/matching/matching.go). On the status subresource it refuses a new allocation
-// or reservation of a claim that names a class no longer granted, so a revoked grant stops new pods on old claims.
-func entitlementPolicy(tenant string, granted []string) admissionPolicy {
-	return admissionPolicy{
-		name: naming.EntitlementPolicy(tenant),
-		rules: []admissionRule{
-			{group: "resource.k8s.io", resources: []string{"resourceclaims", "resourceclaimtemplates"}, operations: createUpdate},
-			{group: "resource.k8s.io", resources: []string{"resourceclaims/status"}, operations: update},
-		},
-		matchConditions: []celNamed{{"claim-created-changed-or-reserved", `request.?subResource.orValue('') == 'status'
-	? (object.?status.?allocation.hasValue() && !oldObject.?status.?allocation.hasValue()) ||
-		object.?status.?reservedFor.orValue([]).exists(r, !(r in oldObject.?status.?reservedFor.orValue([])))
-	: ` + celCreatedOrSpecChanged}},
-		variables: []celNamed{
-			{"tenant", `$TENANT`},
-			{"granted", `$GRANTED`},
-			{"spec", celSpec},
-			{"requests", celRequests},
-			{"requestClasses", celRequestClasses},
-			{"deniedClasses", `variables.requestClasses
-	.map(cs, cs.filter(c, !(c in variables.granted)))
-	.filter(cs, size(cs) > 0)
-	.map(cs, cs.join(', '))`},
-			{"adminRequests", `request.?subResource.orValue('') == 'status' ? [] : variables.requests
-	.filter(r, has(r.exactly) && r.exactly.?adminAccess.orValue(false) == true)
-	.map(r, r.name)`},
-		},
-		validations: []celValidation{
-			{
-				expression: `size(variables.deniedClasses) == 0`,
-				message: `request.?subResource.orValue('') == 'status'
-	? 'claim ' + object.metadata.name + ' of tenant ' + variables.tenant + ' names DeviceClass ' +
-		variables.deniedClasses.join(', ') + ', which is no longer granted to the tenant: no pod may start using it'
-	: 'tenant ' + variables.tenant + ' is not granted DeviceClass ' + variables.deniedClasses.join(', ') +
-		'; its classes are the DeviceClasses labelled ' + $CLASS_LABEL_PREFIX + variables.tenant + '=true'`,
-			},
-			{
-				expression: `size(variables.adminRequests) == 0`,
-				message: `'tenant ' + variables.tenant + ' may not request adminAccess to devices (request ' +
-	variables.adminRequests.join(', ') + ')'`,
-			},
-		},
-		literals: map[string]string{
-			"TENANT": celString(tenant), "GRANTED": celList(granted), "CLASS_LABEL_PREFIX": celString(naming.ClassTenantLabelPrefix),
-		},
-	}
-}
-
-// claimNamespacePolicy fails closed: a claim or template naming a catalog class or one of the NVIDIA driver's
-// classes is refused in any namespace that is not exactly one tenant's host namespace (its name and tenant label
-// agreeing, for a tenant that exists). The binding leaves out the platform namespaces.
-func claimNamespacePolicy(classes, tenants []string) admissionPolicy {
-	return admissionPolicy{
-		name:            ClaimNamespacePolicy,
-		rules:           []admissionRule{{group: "resource.k8s.io", resources: []string{"resourceclaims", "resourceclaimtemplates"}, operations: createUpdate}},
-		matchConditions: []celNamed{{"created-or-spec-changed", celCreatedOrSpecChanged}},
-		variables: []celNamed{
-			{"spec", celSpec},
-			{"requests", celRequests},
-			{"requestClasses", celRequestClasses},
-			{"gpuClasses", `variables.requestClasses
-	.map(cs, cs.filter(c, c in $CATALOG_CLASSES || c == $DRIVER_DOMAIN || c.endsWith($DRIVER_CLASS_SUFFIX)))
-	.filter(cs, size(cs) > 0)
-	.map(cs, cs.join(', '))`},
-			{"tenant", `namespaceObject.metadata.?labels[?$TENANT_LABEL].orValue('')`},
-			{"tenantNamespace", `variables.tenant in $TENANTS && namespaceObject.metadata.name == $NAMESPACE_PREFIX + variables.tenant`},
-		},
-		validations: []celValidation{{
-			expression: `size(variables.gpuClasses) == 0 || variables.tenantNamespace`,
-			message: `'namespace ' + namespaceObject.metadata.name + ' is not a tenant host namespace: DeviceClass ' +
-	variables.gpuClasses.join(', ') + ' may be claimed only in ' + $NAMESPACE_PREFIX + '<tenant> labelled ' +
-	$TENANT_LABEL + '=<tenant> for a tenant of the platform, or in a platform namespace'`,
-		}},
-		literals: map[string]string{
-			"CATALOG_CLASSES": celList(classes), "TENANTS": celList(tenants), "TENANT_LABEL": celString(naming.TenantNamespaceLabel),
-			"NAMESPACE_PREFIX": celString(naming.NamespacePrefix), "DRIVER_CLASS_SUFFIX": celString(naming.DriverClassSuffix),
-			"DRIVER_DOMAIN": celString(strings.TrimPrefix(naming.DriverClassSuffix, ".")),
-		},
-	}
-}
 
 // namespaceLabelPolicy keeps the tenant label on tenant host namespaces only: a namespace named otherwise that
 // carried it would pass for the tenant's.
@@ -164,108 +88,6 @@ var namespaceLabelPolicy = admissionPolicy{
 	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "NAMESPACE_PREFIX": celString(naming.NamespacePrefix)},
 }
 
-// claimStatusPolicy: on Kubernetes 1.34 and 1.35 nothing checks that a claim's allocation matches its class or that
-// the device is free, and RBAC lets anyone with update on resourceclaims/status write it; the vCluster chart grants
-// each tenant's syncer exactly that in its host namespace (loft-sh/vcluster v0.36.1 chart/templates/role.yaml). Only
-// the writers named here may change status.allocation or status.reservedFor: the scheduler allocates and reserves
-// (kubernetes v1.34.4 pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go bindClaim, Unreserve),
-// the resource-claim controller reserves and releases (pkg/controller/resourceclaim/controller.go). The DRA
-// driver's status.devices stays writable.
-func claimStatusPolicy(writers []string) admissionPolicy {
-	return admissionPolicy{
-		name:  ClaimStatusPolicy,
-		rules: []admissionRule{{group: "resource.k8s.io", resources: []string{"resourceclaims/status"}, operations: update}},
-		matchConditions: []celNamed{{"allocation-or-reservations-changed", `object.?status.?allocation.hasValue() != oldObject.?status.?allocation.hasValue() ||
-	(object.?status.?allocation.hasValue() && object.status.allocation != oldObject.status.allocation) ||
-	object.?status.?reservedFor.orValue([]) != oldObject.?status.?reservedFor.orValue([])`}},
-		validations: []celValidation{{
-			expression: `request.userInfo.username in $WRITERS`,
-			message: `'only ' + $WRITERS.join(', ') + ' may change the allocation or reservations of ResourceClaim ' +
-	object.metadata.namespace + '/' + object.metadata.name + '; ' + request.userInfo.username + ' may not'`,
-		}},
-		literals: map[string]string{"WRITERS": celList(writers)},
-	}
-}
-
-// runtimeEnvPolicy refuses tenant containers, init containers and ephemeral containers that set an NVIDIA runtime
-// variable by name, or take variables through envFrom with a prefix that, followed by a key, can spell one.
-// (Keys of ConfigMaps and Secrets without a prefix are runtimeEnvKeysPolicy's; a variable's value may come from
-// anywhere, its name is always in the pod.) Checked when a pod is created and when ephemeral containers are added:
-// containers are immutable otherwise.
-var runtimeEnvPolicy = admissionPolicy{
-	name: RuntimeEnvPolicy,
-	rules: []admissionRule{
-		{group: "", resources: []string{"pods"}, operations: createUpdate},
-		{group: "", resources: []string{"pods/ephemeralcontainers"}, operations: update},
-	},
-	matchConditions: []celNamed{{"containers-added", `request.operation == 'CREATE' || request.?subResource.orValue('') == 'ephemeralcontainers'`}},
-	variables: []celNamed{
-		{"tenant", `namespaceObject.metadata.?labels[?$TENANT_LABEL].orValue(namespaceObject.metadata.name)`},
-		{"containers", `object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([]) +
-	object.spec.?ephemeralContainers.orValue([])`},
-		{"byName", `variables.containers
-	.filter(c, c.?env.orValue([]).exists(e, e.name in $RUNTIME_ENV))
-	.map(c, c.name)`},
-		{"byPrefix", `variables.containers
-	.filter(c, c.?envFrom.orValue([]).exists(f, f.?prefix.orValue('') != '' && $RUNTIME_ENV.exists(v, v.startsWith(f.prefix))))
-	.map(c, c.name)`},
-	},
-	validations: []celValidation{
-		{
-			expression: `size(variables.byName) == 0`,
-			message: `'tenant ' + variables.tenant + ': containers ' + variables.byName.join(', ') +
-	' set NVIDIA runtime variables (' + $RUNTIME_ENV.join(', ') + '), which expose GPUs outside DRA; claim a granted DeviceClass instead'`,
-		},
-		{
-			expression: `size(variables.byPrefix) == 0`,
-			message: `'tenant ' + variables.tenant + ': containers ' + variables.byPrefix.join(', ') +
-	' take envFrom with a prefix that can spell an NVIDIA runtime variable (' + $RUNTIME_ENV.join(', ') + ')'`,
-		},
-	},
-	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "RUNTIME_ENV": celList(RuntimeEnvVars)},
-}
-
-// runtimeEnvKeysPolicy refuses, in tenant namespaces, ConfigMaps and Secrets with a data key named like an NVIDIA
-// runtime variable: envFrom without a prefix turns every data key into a variable, and admission cannot read a
-// ConfigMap from a pod (the kubelet reads data only, not binaryData: kubernetes v1.34.4
-// pkg/kubelet/kubelet_pods.go makeEnvironmentVariables).
-var runtimeEnvKeysPolicy = admissionPolicy{
-	name:  RuntimeEnvKeysPolicy,
-	rules: []admissionRule{{group: "", resources: []string{"configmaps", "secrets"}, operations: createUpdate}},
-	variables: []celNamed{
-		{"tenant", `namespaceObject.metadata.?labels[?$TENANT_LABEL].orValue(namespaceObject.metadata.name)`},
-		{"keys", `object.?data.orValue({}).map(k, k).filter(k, k in $RUNTIME_ENV)`},
-	},
-	validations: []celValidation{{
-		expression: `size(variables.keys) == 0`,
-		message: `'tenant ' + variables.tenant + ': ' + request.kind.kind + ' ' + object.metadata.name + ' has keys ' +
-	variables.keys.join(', ') + ', names of NVIDIA runtime variables that envFrom would set in a container, exposing GPUs outside DRA'`,
-	}},
-	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "RUNTIME_ENV": celList(RuntimeEnvVars)},
-}
-
-// extendedResourcePolicy refuses GPU extended resources in container requests and limits; limits count too because
-// an extended resource's request defaults to its limit.
-var extendedResourcePolicy = admissionPolicy{
-	name:  ExtendedResourcePolicy,
-	rules: []admissionRule{{group: "", resources: []string{"pods"}, operations: createUpdate}},
-	// Containers' resources change only through pods/resize, which this rule does not match.
-	matchConditions: []celNamed{{"created-or-spec-changed", celCreatedOrSpecChanged}},
-	variables: []celNamed{
-		{"tenant", `namespaceObject.metadata.?labels[?$TENANT_LABEL].orValue(namespaceObject.metadata.name)`},
-		{"offending", `(object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([]))
-	.filter(c, [c.?resources.?requests.orValue({}), c.?resources.?limits.orValue({})]
-		.exists(m, m.exists(k, $PREFIXES.exists(p, k.startsWith(p)))))
-	.map(c, c.name)`},
-	},
-	validations: []celValidation{{
-		expression: `size(variables.offending) == 0`,
-		message: `'tenant ' + variables.tenant + ': containers ' + variables.offending.join(', ') +
-	' request GPUs as extended resources (' + $PREFIXES.join('*, ') + '*); claim a granted DeviceClass through a ResourceClaim instead'`,
-	}},
-	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "PREFIXES": celList(gpuExtendedResourcePrefixes)},
-}
-
 type celNamed struct{ name, expression string }
 
 type celValidation struct{ expression, message string }
@@ -279,6 +101,8 @@ type admissionRule struct {
 var (
 	createUpdate = []string{"CREATE", "UPDATE"}
 	update       = []string{"UPDATE"}
+	create       = []string{"CREATE"}
+	remove       = []string{"DELETE"}
 )
 
 // admissionPolicy is a ValidatingAdmissionPolicy whose CEL texts use $NAME placeholders for literals.

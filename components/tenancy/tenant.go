@@ -28,11 +28,35 @@ var (
 	DefaultContainerLimit   = ContainerResources{Memory: "512Mi"}
 )
 
+// DefaultContainerMin is the least CPU and memory a container may request, so a pod always costs the tenant's quota
+// something: without it, pods that request nothing fill a node's pod slots at no cost.
+var DefaultContainerMin = ContainerResources{CPU: "10m", Memory: "16Mi"}
+
 // Tenant defaults for a stack's `tenants[]` entries.
 const (
-	DefaultCPUQuota    = "16"
-	DefaultMemoryQuota = "64Gi"
+	DefaultCPUQuota     = "16"
+	DefaultMemoryQuota  = "64Gi"
+	DefaultStorageQuota = "100Gi"
 )
+
+// ObjectQuotaKeys are the object counts a tenant's quota caps, each a ResourceQuota key
+// (https://kubernetes.io/docs/concepts/policy/resource-quotas/#object-count-quota), with its default. Each is capacity
+// the tenants share and one tenant could otherwise take from all: pod slots on the GPU nodes its pods tolerate,
+// Service cluster IPs and node ports, cloud load balancers and volumes, etcd space (claims, templates, ConfigMaps,
+// Secrets, endpoints); an empty ResourceClaim costs no device quota.
+var ObjectQuotaKeys = map[string]int{
+	"pods":                                 100,
+	"services":                             20,
+	"services.loadbalancers":               0,
+	"services.nodeports":                   0,
+	"configmaps":                           100,
+	"secrets":                              100,
+	"persistentvolumeclaims":               10,
+	"count/resourceclaims.resource.k8s.io": 100,
+	"count/resourceclaimtemplates.resource.k8s.io": 50,
+	"count/endpointslices.discovery.k8s.io":        100,
+	"count/endpoints":                              50,
+}
 
 // PodSecurityVersion pins the Pod Security Standards version tenant namespaces enforce, so a cluster upgrade does
 // not change what is admitted: the oldest Kubernetes version the platform supports.
@@ -51,6 +75,10 @@ type TenantArgs struct {
 	// vCluster's own control plane runs in the namespace and counts against them.
 	CPUQuota    string `json:"cpuQuota"`
 	MemoryQuota string `json:"memoryQuota"`
+	// StorageQuota caps the storage its volume claims request ("100Gi"); the vCluster's own volume counts.
+	StorageQuota string `json:"storageQuota"`
+	// ObjectQuota overrides the object counts of ObjectQuotaKeys, by ResourceQuota key.
+	ObjectQuota map[string]int `json:"objectQuota"`
 	// BlockedEgressCIDRs are further destinations the tenant's pods may not reach, besides the cloud metadata
 	// endpoints (node or VPC ranges); IPv4 and IPv6 both work.
 	BlockedEgressCIDRs []string `json:"blockedEgressCIDRs"`
@@ -62,6 +90,8 @@ type TenantArgs struct {
 	// DefaultContainerRequest and DefaultContainerLimit.
 	DefaultRequest ContainerResources `json:"-"`
 	DefaultLimit   ContainerResources `json:"-"`
+	// MinRequest is the LimitRange minimum request per container; empty fields take DefaultContainerMin.
+	MinRequest ContainerResources `json:"-"`
 	// Network holds the cluster-wide network settings every tenant shares.
 	Network NetworkArgs `json:"-"`
 	// Catalog is the GPU catalog; the tenant's namespace waits for its guards.
@@ -76,11 +106,18 @@ func (a TenantArgs) WithDefaults() TenantArgs {
 	if a.MemoryQuota == "" {
 		a.MemoryQuota = DefaultMemoryQuota
 	}
+	if a.StorageQuota == "" {
+		a.StorageQuota = DefaultStorageQuota
+	}
 	if a.PodSecurity == "" {
 		a.PodSecurity = naming.PodSecurityBaseline
 	}
+	objects := maps.Clone(ObjectQuotaKeys)
+	maps.Copy(objects, a.ObjectQuota)
+	a.ObjectQuota = objects
 	a.DefaultRequest = withDefaults(a.DefaultRequest, DefaultContainerRequest)
 	a.DefaultLimit = withDefaults(a.DefaultLimit, DefaultContainerLimit)
+	a.MinRequest = withDefaults(a.MinRequest, DefaultContainerMin)
 	return a
 }
 
@@ -127,7 +164,17 @@ func (a *TenantArgs) Validate(path *field.Path) field.ErrorList {
 	}
 	errs = append(errs, fieldcheck.Quantity(path.Child("cpuQuota"), d.CPUQuota, true)...)
 	errs = append(errs, fieldcheck.Quantity(path.Child("memoryQuota"), d.MemoryQuota, true)...)
-	errs = append(errs, validateContainerDefaults(path, d.DefaultRequest, d.DefaultLimit)...)
+	errs = append(errs, fieldcheck.Quantity(path.Child("storageQuota"), d.StorageQuota, true)...)
+	keys := slices.Sorted(maps.Keys(ObjectQuotaKeys))
+	for _, key := range slices.Sorted(maps.Keys(a.ObjectQuota)) {
+		qp := path.Child("objectQuota").Key(key)
+		if _, ok := ObjectQuotaKeys[key]; !ok {
+			errs = append(errs, field.NotSupported(qp, key, keys))
+		} else if a.ObjectQuota[key] < 0 {
+			errs = append(errs, field.Invalid(qp, a.ObjectQuota[key], "must be 0 or more"))
+		}
+	}
+	errs = append(errs, validateContainerDefaults(path, d.DefaultRequest, d.DefaultLimit, d.MinRequest)...)
 	for j, c := range a.BlockedEgressCIDRs {
 		errs = append(errs, validateBlockedCIDR(path.Child("blockedEgressCIDRs").Index(j), c)...)
 	}
@@ -137,23 +184,32 @@ func (a *TenantArgs) Validate(path *field.Path) field.ErrorList {
 	return errs
 }
 
-// validateContainerDefaults checks the LimitRange defaults: quantities, and no default request above its default
-// limit, which the API server would reject on every pod that takes both defaults.
-func validateContainerDefaults(path *field.Path, req, lim ContainerResources) field.ErrorList {
+// validateContainerDefaults checks the LimitRange: quantities, and min <= default request <= default limit, which
+// the API server would otherwise reject on every pod that takes the defaults.
+func validateContainerDefaults(path *field.Path, req, lim, min ContainerResources) field.ErrorList {
 	var errs field.ErrorList
 	for _, q := range []struct {
-		field, request, limit string
-	}{{"cpu", req.CPU, lim.CPU}, {"memory", req.Memory, lim.Memory}} {
-		rp, lp := path.Child("defaultRequest", q.field), path.Child("defaultLimit", q.field)
+		field, request, limit, min string
+	}{{"cpu", req.CPU, lim.CPU, min.CPU}, {"memory", req.Memory, lim.Memory, min.Memory}} {
+		rp, lp, mp := path.Child("defaultRequest", q.field), path.Child("defaultLimit", q.field), path.Child("minRequest", q.field)
 		errs = append(errs, fieldcheck.Quantity(rp, q.request, true)...)
 		errs = append(errs, fieldcheck.Quantity(lp, q.limit, true)...)
-		r, errR := resource.ParseQuantity(q.request)
-		l, errL := resource.ParseQuantity(q.limit)
-		if q.request != "" && q.limit != "" && errR == nil && errL == nil && r.Cmp(l) > 0 {
+		errs = append(errs, fieldcheck.Quantity(mp, q.min, true)...)
+		if above(q.request, q.limit) {
 			errs = append(errs, field.Invalid(rp, q.request, fmt.Sprintf("must not be above the default limit %s", q.limit)))
+		}
+		if above(q.min, q.request) {
+			errs = append(errs, field.Invalid(mp, q.min, fmt.Sprintf("must not be above the default request %s", q.request)))
 		}
 	}
 	return errs
+}
+
+// above reports whether quantity a is greater than b; false when either is empty or not a quantity (reported apart).
+func above(a, b string) bool {
+	qa, errA := resource.ParseQuantity(a)
+	qb, errB := resource.ParseQuantity(b)
+	return a != "" && b != "" && errA == nil && errB == nil && qa.Cmp(qb) > 0
 }
 
 func withDefaults(r, def ContainerResources) ContainerResources {
@@ -187,7 +243,7 @@ func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulum
 		return nil, fmt.Errorf("registering tenant %q: %w", cfg.Name, err)
 	}
 
-	binding, err := newPolicy(ctx, name+"-entitlements", entitlementPolicy(cfg.Name, cfg.Classes),
+	binding, err := newPolicy(ctx, name+"-entitlements", entitlementPolicy(cfg.Name, cfg.Classes, cfg.Catalog.Admission.TolerableDeviceTaints),
 		&metav1.LabelSelectorArgs{MatchLabels: pulumi.StringMap{naming.TenantNamespaceLabel: pulumi.String(cfg.Name)}},
 		map[string]string{naming.TenantNamespaceLabel: cfg.Name}, t)
 	if err != nil {
@@ -206,6 +262,9 @@ func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulum
 		return nil, err
 	}
 	if err := newNetworkPolicies(ctx, name, cfg.Network.policyConfig(cfg.BlockedEgressCIDRs), namespace, t); err != nil {
+		return nil, err
+	}
+	if _, err := newTenantFlowSchema(ctx, name, cfg.Name, pulumi.Parent(t), pulumi.DependsOn([]pulumi.Resource{cfg.Catalog.TenantsLevel})); err != nil {
 		return nil, err
 	}
 
@@ -235,13 +294,17 @@ func namespaceLabels(tenant, level string) map[string]string {
 	}
 }
 
-// newQuota caps CPU, memory and each granted class's devices, and sets container defaults so pods without resources
-// still fit the quota. Foreign classes need no zero quota: the entitlement policy already denies them.
+// newQuota caps CPU, memory, storage, object counts and each granted class's devices, and sets container defaults so
+// pods without resources still fit the quota, and a minimum so no pod is free. Foreign classes need no zero quota: the entitlement policy already denies them.
 func newQuota(ctx *pulumi.Context, name string, cfg *TenantArgs, namespace pulumi.StringOutput, parent pulumi.Resource) ([]pulumi.Resource, error) {
 	hard := pulumi.StringMap{
-		"requests.cpu":    pulumi.String(cfg.CPUQuota),
-		"requests.memory": pulumi.String(cfg.MemoryQuota),
-		"limits.memory":   pulumi.String(cfg.MemoryQuota),
+		"requests.cpu":     pulumi.String(cfg.CPUQuota),
+		"requests.memory":  pulumi.String(cfg.MemoryQuota),
+		"limits.memory":    pulumi.String(cfg.MemoryQuota),
+		"requests.storage": pulumi.String(cfg.StorageQuota),
+	}
+	for key, count := range cfg.ObjectQuota {
+		hard[key] = pulumi.String(fmt.Sprint(count))
 	}
 	for _, class := range cfg.Classes {
 		hard[naming.DeviceQuotaKey(class)] = pulumi.String(fmt.Sprint(cfg.GPUQuota[class]))
@@ -259,6 +322,7 @@ func newQuota(ctx *pulumi.Context, name string, cfg *TenantArgs, namespace pulum
 			Type:           pulumi.String("Container"),
 			DefaultRequest: resourceMap(cfg.DefaultRequest),
 			Default:        resourceMap(cfg.DefaultLimit),
+			Min:            resourceMap(cfg.MinRequest),
 		}}},
 	}, pulumi.Parent(parent))
 	if err != nil {

@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -107,20 +108,35 @@ func TestTenantPolicyCodeDependsOnlyOnItsOwnGrant(t *testing.T) {
 }
 
 func TestTenantQuota(t *testing.T) {
+	// Every object count a tenant could exhaust for everyone, at its default unless the tenant sets it.
+	objects := func(overrides map[string]string) map[string]string {
+		m := map[string]string{
+			"pods": "100", "services": "20", "services.loadbalancers": "0", "services.nodeports": "0", "configmaps": "100",
+			"secrets": "100", "persistentvolumeclaims": "10", "count/resourceclaims.resource.k8s.io": "100",
+			"count/resourceclaimtemplates.resource.k8s.io": "50", "count/endpointslices.discovery.k8s.io": "100",
+			"count/endpoints": "50",
+		}
+		maps.Copy(m, overrides)
+		return m
+	}
+	b := teamB()
+	b.ObjectQuota = map[string]int{"pods": 12, "services.loadbalancers": 1}
+	b.StorageQuota = "20Gi"
 	tests := []struct {
 		tenant TenantArgs
 		want   map[string]string
 	}{
-		{teamA(), map[string]string{
-			"requests.cpu": "16", "requests.memory": "64Gi", "limits.memory": "64Gi",
+		{teamA(), objects(map[string]string{
+			"requests.cpu": "16", "requests.memory": "64Gi", "limits.memory": "64Gi", "requests.storage": "100Gi",
 			"a100.deviceclass.resource.k8s.io/devices": "2", "a100-1g.5gb.deviceclass.resource.k8s.io/devices": "7",
-		}},
-		{teamB(), map[string]string{
-			"requests.cpu": "8", "requests.memory": "32Gi", "limits.memory": "32Gi",
+		})},
+		{b, objects(map[string]string{
+			"requests.cpu": "8", "requests.memory": "32Gi", "limits.memory": "32Gi", "requests.storage": "20Gi",
 			"a100-1g.5gb.deviceclass.resource.k8s.io/devices": "3", "l4.deviceclass.resource.k8s.io/devices": "1",
-		}},
+			"pods": "12", "services.loadbalancers": "1",
+		})},
 	}
-	rec := runPlatform(t, testClasses, teamA(), teamB())
+	rec := runPlatform(t, testClasses, teamA(), b)
 	for _, tt := range tests {
 		t.Run(tt.tenant.Name, func(t *testing.T) {
 			q := child[corev1.ResourceQuota](t, rec, quotaType, tt.tenant.Name+"-quota", tenantType)
@@ -168,6 +184,7 @@ func TestTenantLimitRange(t *testing.T) {
 			assert.Equal(t, corev1.LimitTypeContainer, item.Type)
 			assert.Equal(t, tt.wantRequest, quantities(item.DefaultRequest))
 			assert.Equal(t, tt.wantLimit, quantities(item.Default))
+			assert.Equal(t, map[string]string{"cpu": "10m", "memory": "16Mi"}, quantities(item.Min), "no pod is free")
 		})
 	}
 }
@@ -258,6 +275,13 @@ func TestNewTenantRejectsInvalidArgs(t *testing.T) {
 			[]string{`network.ingressFromNamespaces[0]: Invalid value: "Platform"`}},
 		{"privileged pods", func(a *TenantArgs) { a.PodSecurity = "privileged" },
 			[]string{`tenant.podSecurity: Unsupported value: "privileged"`, `"baseline", "restricted"`}},
+		{"an object count quota cannot name", func(a *TenantArgs) { a.ObjectQuota = map[string]int{"requests.cpu": 2} },
+			[]string{`tenant.objectQuota[requests.cpu]: Unsupported value: "requests.cpu"`, `"pods"`}},
+		{"a negative object count", func(a *TenantArgs) { a.ObjectQuota = map[string]int{"pods": -1} },
+			[]string{"tenant.objectQuota[pods]", "must be 0 or more"}},
+		{"storage quota malformed", func(a *TenantArgs) { a.StorageQuota = "lots" }, []string{"tenant.storageQuota"}},
+		{"minimum above the default request", func(a *TenantArgs) { a.MinRequest.CPU = "200m" },
+			[]string{"tenant.minRequest.cpu", "must not be above the default request 100m"}},
 		{"every problem at once", func(a *TenantArgs) { a.CPUQuota = "-1"; a.GPUQuota["l4"] = 1 },
 			[]string{"tenant.cpuQuota", `class "l4" is not granted`}},
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
@@ -21,10 +22,11 @@ const (
 	PlatformChartName        = "vcluster-platform"
 	PlatformVersion          = "4.11.2"
 	PlatformReleaseName      = "vcluster-platform"
-	DefaultPlatformNamespace = "vcluster-platform"
+	DefaultPlatformNamespace = naming.PlatformNamespace
 	// DefaultProject is the project every platform starts with.
 	DefaultProject = "default"
-	// APIKeySecretName is the Secret name vCluster looks for by default (loft-sh/vcluster v0.36.1 pkg/platform/secret.go).
+	// APIKeySecretName is the Secret a vCluster reads its platform access key from, in its own namespace: the name and
+	// place vCluster looks in by default (loft-sh/vcluster v0.36.1 pkg/platform/secret.go DefaultPlatformSecretName).
 	APIKeySecretName = "vcluster-platform-api-key"
 )
 
@@ -51,9 +53,6 @@ type PlatformArgs struct {
 	AdminPassword pulumi.StringInput `json:"-"`
 	// LicenseToken is an optional platform license token; keep it a secret.
 	LicenseToken pulumi.StringInput `json:"-"`
-	// AccessKey is an optional platform access key (created in the platform) that tenant vClusters register with;
-	// without it the Secret the connection names must be created by hand.
-	AccessKey pulumi.StringInput `json:"-"`
 }
 
 // Validate checks the chart, the host and the namespace; the credentials are the caller's to provide.
@@ -173,20 +172,10 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if a.LicenseToken != nil {
 		credentials[licenseTokenKey] = a.LicenseToken
 	}
-	creds, err := newSecret(ctx, name+"-credentials", credentialsSecretName, ns, credentials, p)
+	creds, err := newSecret(ctx, name+"-credentials", credentialsSecretName, ns.Metadata.Name(), credentials, pulumi.Parent(p))
 	if err != nil {
 		return nil, fmt.Errorf("creating vCluster Platform credentials Secret: %w", err)
 	}
-	if a.AccessKey != nil {
-		// The layout `vcluster platform` writes for a vCluster's access key (loft-sh/vcluster v0.36.1 pkg/platform/secret.go).
-		if _, err := newSecret(ctx, name+"-api-key", APIKeySecretName, ns, pulumi.StringMap{
-			"accessKey": a.AccessKey, "host": pulumi.String(a.Host), "project": pulumi.String(DefaultProject),
-			"insecure": pulumi.String("false"),
-		}, p); err != nil {
-			return nil, fmt.Errorf("creating vCluster Platform access key Secret: %w", err)
-		}
-	}
-
 	releaseArgs := a.Chart.ReleaseArgs(PlatformReleaseName, a.Namespace)
 	releaseArgs.Values = vals
 	release, err := helmv3.NewRelease(ctx, name, releaseArgs, pulumi.Parent(p), pulumi.DependsOn([]pulumi.Resource{ns, creds}))
@@ -197,9 +186,7 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	p.Namespace = ns.Metadata.Name().Elem()
 	p.URL = pulumi.String("https://" + a.Host).ToStringOutput()
 	p.Release = release
-	p.Connection = &PlatformConnection{
-		Host: a.Host, Project: DefaultProject, APIKeySecretName: APIKeySecretName, APIKeySecretNamespace: a.Namespace,
-	}
+	p.Connection = &PlatformConnection{Host: a.Host, Project: DefaultProject}
 	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{
 		"namespace": p.Namespace,
 		"url":       p.URL,
@@ -210,11 +197,11 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 }
 
 // newSecret declares an Opaque Secret whose contents are secret in inputs and state alike.
-func newSecret(ctx *pulumi.Context, resourceName, secretName string, ns *corev1.Namespace, data pulumi.StringMap,
-	parent pulumi.Resource) (*corev1.Secret, error) {
+func newSecret(ctx *pulumi.Context, resourceName, secretName string, namespace pulumi.StringPtrInput, data pulumi.StringMap,
+	opts ...pulumi.ResourceOption) (*corev1.Secret, error) {
 	return corev1.NewSecret(ctx, resourceName, &corev1.SecretArgs{
-		Metadata:   &metav1.ObjectMetaArgs{Name: pulumi.String(secretName), Namespace: ns.Metadata.Name()},
+		Metadata:   &metav1.ObjectMetaArgs{Name: pulumi.String(secretName), Namespace: namespace},
 		Type:       pulumi.String("Opaque"),
 		StringData: pulumi.ToSecret(data).(pulumi.StringMapOutput),
-	}, pulumi.Parent(parent), pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))
+	}, append(opts, pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))...)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/gomod"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,9 +51,13 @@ func releasedValues(t *testing.T, args *VirtualClusterArgs) map[string]any {
 	return valuesOf(t, r, "team-a")
 }
 
-func TestVirtualClusterValuesMatchChartSchema(t *testing.T) {
-	schema := chartSchema(t)
-	for _, tc := range []struct {
+// valueCases are args that between them set every value the component renders.
+func valueCases() []struct {
+	name string
+	args *VirtualClusterArgs
+} {
+	platform := &PlatformConnection{Host: "platform.example.com", Project: DefaultProject}
+	return []struct {
 		name string
 		args *VirtualClusterArgs
 	}{
@@ -66,18 +71,22 @@ func TestVirtualClusterValuesMatchChartSchema(t *testing.T) {
 		{"exported kubeconfig", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "https://team-a.vc.example.com" })},
 		{"baseline pod security", tenantArgs(func(a *VirtualClusterArgs) { a.PodSecurity = "baseline" })},
 		{"restricted pod security", tenantArgs(func(a *VirtualClusterArgs) { a.PodSecurity = "restricted" })},
-		{"platform connection", tenantArgs(func(a *VirtualClusterArgs) {
-			a.Platform = &PlatformConnection{Project: DefaultProject, APIKeySecretName: APIKeySecretName, APIKeySecretNamespace: DefaultPlatformNamespace}
-		})},
+		{"platform connection", tenantArgs(func(a *VirtualClusterArgs) { a.Platform = platform })},
 		{"local chart, everything", tenantArgs(func(a *VirtualClusterArgs) {
 			a.Chart = helmchart.Chart{Path: "/charts/vcluster"}
 			a.GPUTolerations = []cluster.Taint{cluster.GPUTaint}
 			a.ControlPlane = ControlPlane{}.WithDefaults()
 			a.KubeconfigServer = "https://10.0.0.1:8443"
-			a.Platform = &PlatformConnection{APIKeySecretName: APIKeySecretName, APIKeySecretNamespace: DefaultPlatformNamespace}
+			a.Platform, a.PlatformAccessKey = platform, pulumi.String("key")
+			a.PodSecurity = "restricted"
 			a.Await = true
 		})},
-	} {
+	}
+}
+
+func TestVirtualClusterValuesMatchChartSchema(t *testing.T) {
+	schema := chartSchema(t)
+	for _, tc := range valueCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.NoError(t, schema.Validate(instance(t, releasedValues(t, tc.args))))
 		})

@@ -132,7 +132,4 @@ type platformConnValues struct {
 
 type platformAPIKeyValues struct {
 	SecretName string `json:"secretName"`
-	Namespace  string `json:"namespace"`
-	// The chart then grants the vCluster read access to the key Secret in the platform's namespace.
-	CreateRBAC bool `json:"createRBAC"`
 }

@@ -153,16 +153,13 @@ func ValidateReleaseName(path *field.Path, name string) field.ErrorList {
 	return fieldcheck.DNSLabel(path, name, MaxReleaseName)
 }
 
-// PlatformConnection is what a vCluster needs to register with the vCluster Platform.
+// PlatformConnection is what every tenant's vCluster shares to register with the vCluster Platform; each brings its
+// own access key (VirtualClusterArgs.PlatformAccessKey).
 type PlatformConnection struct {
-	// Host is the platform's host name, for information; the key Secret carries it too.
+	// Host is the platform's host name, written into each vCluster's key Secret.
 	Host string
-	// Project is the platform project the vCluster is imported into.
+	// Project is the platform project the vClusters are imported into.
 	Project string
-	// APIKeySecretName and APIKeySecretNamespace locate the Secret holding the platform access key
-	// (keys accessKey, host, project, insecure; loft-sh/vcluster v0.36.1 pkg/platform/secret.go).
-	APIKeySecretName      string
-	APIKeySecretNamespace string
 }
 
 // VirtualClusterArgs configure one tenant's virtual cluster.
@@ -187,6 +184,11 @@ type VirtualClusterArgs struct {
 	// Platform connects the vCluster to the vCluster Platform; DRA sync is a platform feature
 	// (loft-sh/vcluster v0.36.1 config/config.go IsProFeatureEnabled).
 	Platform *PlatformConnection
+	// PlatformAccessKey is this vCluster's own platform access key, scoped to its virtual cluster instance (keep it a
+	// secret). It is written to Secret APIKeySecretName in the tenant's namespace, which only this tenant's syncer can
+	// read; with none, that Secret is the operator's to create. A key shared by tenants would let each act on the
+	// platform as the key's creator.
+	PlatformAccessKey pulumi.StringInput
 	// Await waits for the vCluster to become ready and reads its kubeconfig. Leave false where nothing can run
 	// (a control plane without kubelets).
 	Await bool
@@ -238,8 +240,11 @@ func (a *VirtualClusterArgs) Validate(path *field.Path) field.ErrorList {
 	if a.KubeconfigServer != "" {
 		errs = append(errs, validateServer(path.Child("kubeconfigServer"), a.KubeconfigServer, "")...)
 	}
-	if p := a.Platform; p != nil && (p.APIKeySecretName == "" || p.APIKeySecretNamespace == "") {
-		errs = append(errs, field.Required(path.Child("platform"), "the access key Secret's name and namespace"))
+	if p := a.Platform; p != nil && p.Host == "" {
+		errs = append(errs, field.Required(path.Child("platform", "host"), "the platform's host name"))
+	}
+	if a.PlatformAccessKey != nil && a.Platform == nil {
+		errs = append(errs, field.Forbidden(path.Child("platformAccessKey"), "needs a platform connection (platform)"))
 	}
 	if a.PodSecurity != "" && !slices.Contains(naming.TenantPodSecurityLevels, a.PodSecurity) {
 		errs = append(errs, field.NotSupported(path.Child("podSecurity"), a.PodSecurity, naming.TenantPodSecurityLevels))
@@ -346,10 +351,10 @@ func virtualClusterValues(a *VirtualClusterArgs) vclusterValues {
 		v.ControlPlane = cpv
 	}
 	if p := a.Platform; p != nil {
-		v.Platform = &platformConnValues{
-			APIKey:  platformAPIKeyValues{SecretName: p.APIKeySecretName, Namespace: p.APIKeySecretNamespace, CreateRBAC: true},
-			Project: p.Project,
-		}
+		// The key Secret is in the vCluster's own namespace (namespace left empty), where its syncer's Role already
+		// reads Secrets, so the chart grants nothing anywhere else (loft-sh/vcluster v0.36.1 chart/templates/_rbac.tpl,
+		// platform-rbac.yaml: a Role in another namespace only); no tenant can read another's key.
+		v.Platform = &platformConnValues{APIKey: platformAPIKeyValues{SecretName: APIKeySecretName}, Project: p.Project}
 	}
 	return v
 }
@@ -375,6 +380,20 @@ func NewVirtualCluster(ctx *pulumi.Context, name string, args *VirtualClusterArg
 	if err := ctx.RegisterComponentResource("gpu-tenancy:vcluster:VirtualCluster", name, vc, opts...); err != nil {
 		return nil, fmt.Errorf("registering virtual cluster %q: %w", name, err)
 	}
+	var chartDeps []pulumi.Resource
+	if a.PlatformAccessKey != nil {
+		// The layout `vcluster platform add vcluster` writes (loft-sh/vcluster v0.36.1 pkg/platform/secret.go
+		// ApplyPlatformSecret); name ties the vCluster to the platform's instance of that name, which the key belongs
+		// to. The reader is vCluster's closed Pro build, so which keys it needs is UNCONFIRMED.
+		key, err := newSecret(ctx, name+"-platform-api-key", APIKeySecretName, a.Namespace.ToStringOutput().ToStringPtrOutput(), pulumi.StringMap{
+			"accessKey": a.PlatformAccessKey, "host": pulumi.String(a.Platform.Host), "project": pulumi.String(a.Platform.Project),
+			"insecure": pulumi.String("false"), "name": pulumi.String(a.Tenant),
+		}, pulumi.Parent(vc))
+		if err != nil {
+			return nil, fmt.Errorf("creating the platform access key Secret of virtual cluster %q: %w", name, err)
+		}
+		chartDeps = append(chartDeps, key)
+	}
 	// The chart is rendered and its objects applied one by one (helm/v4 Chart), not installed as a Helm release
 	// (helm/v3 Release), because:
 	//   - an interrupted `up` converges: re-applying an object server-side is idempotent, whereas a release left
@@ -391,7 +410,7 @@ func NewVirtualCluster(ctx *pulumi.Context, name string, args *VirtualClusterArg
 	// Awaiting waits on each object as the provider awaits it: the StatefulSet until its pods are ready, within the
 	// provider's default of ten minutes (loft-sh/vcluster-terraform-modules gives a first start 600 s too).
 	chartArgs.SkipAwait = pulumi.Bool(!a.Await)
-	chart, err := helmv4.NewChart(ctx, name, chartArgs, pulumi.Parent(vc))
+	chart, err := helmv4.NewChart(ctx, name, chartArgs, pulumi.Parent(vc), pulumi.DependsOn(chartDeps))
 	if err != nil {
 		return nil, fmt.Errorf("creating virtual cluster chart %q: %w", a.Tenant, err)
 	}

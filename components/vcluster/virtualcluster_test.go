@@ -242,8 +242,10 @@ func TestNewVirtualClusterRejectsInvalidArgs(t *testing.T) {
 		{"zero CPU", tenantArgs(func(a *VirtualClusterArgs) { a.ControlPlane.CPU = "0" }), "virtualCluster.controlPlane.cpu"},
 		{"server without scheme", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "team-a.example.com" }), "virtualCluster.kubeconfigServer"},
 		{"server in clear text", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "http://team-a.example.com" }), "https URL"},
-		{"platform without key secret", tenantArgs(func(a *VirtualClusterArgs) { a.Platform = &PlatformConnection{Host: "p.example.com"} }),
-			"access key Secret"},
+		{"platform without a host", tenantArgs(func(a *VirtualClusterArgs) { a.Platform = &PlatformConnection{Project: "default"} }),
+			"virtualCluster.platform.host: Required value"},
+		{"an access key without a platform", tenantArgs(func(a *VirtualClusterArgs) { a.PlatformAccessKey = pulumi.String("k") }),
+			"virtualCluster.platformAccessKey: Forbidden"},
 		{"privileged pod security", tenantArgs(func(a *VirtualClusterArgs) { a.PodSecurity = "privileged" }), "virtualCluster.podSecurity"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -255,5 +257,36 @@ func TestNewVirtualClusterRejectsInvalidArgs(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 			assert.Empty(t, rec.All())
 		})
+	}
+}
+
+func TestEachVirtualClusterHasItsOwnPlatformKey(t *testing.T) {
+	r := newRecorder()
+	conn := &PlatformConnection{Host: "platform.example.com", Project: "default"}
+	run(t, r, func(ctx *pulumi.Context) error {
+		for _, tenant := range []string{"team-a", "team-b"} {
+			args := tenantArgs(func(a *VirtualClusterArgs) {
+				a.Tenant, a.Namespace = tenant, pulumi.String("vcluster-"+tenant)
+				a.Platform, a.PlatformAccessKey = conn, pulumi.ToSecret(pulumi.String("key-of-"+tenant)).(pulumi.StringOutput)
+			})
+			if _, err := NewVirtualCluster(ctx, tenant, args); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, tenant := range []string{"team-a", "team-b"} {
+		key, err := r.Get(secretType, tenant+"-platform-api-key")
+		require.NoError(t, err)
+		meta := key.Inputs["metadata"].ObjectValue()
+		assert.Equal(t, APIKeySecretName, meta["name"].StringValue())
+		assert.Equal(t, "vcluster-"+tenant, meta["namespace"].StringValue(), "in the tenant's own namespace")
+		data := key.Inputs["stringData"]
+		require.True(t, data.IsSecret(), "the key is secret in inputs and state")
+		assert.Equal(t, map[string]any{"accessKey": "key-of-" + tenant, "host": "platform.example.com", "project": "default",
+			"insecure": "false", "name": tenant}, data.SecretValue().Element.Mappable())
+		chart, err := r.Get(chartType, tenant)
+		require.NoError(t, err)
+		assert.Contains(t, chart.DependencyNames(), tenant+"-platform-api-key", "the chart's pods start with their key in place")
 	}
 }

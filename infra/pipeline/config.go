@@ -35,10 +35,11 @@ const (
 	keyAdminPassword = "platformAdminPassword"
 	keyLicenseToken  = "platformLicenseToken"
 	keyAccessKey     = "platformAccessKey"
+	keyAccessKeys    = "platformAccessKeys"
 )
 
 var knownKeys = []string{keyCloud, keyGKE, keyScaleway, keyExisting, keyKubeconfig, keyGPUPools, keyGPUClasses,
-	keyTenants, keyDRADriver, keyPlatform, keyVCluster, keyAdmission, keyMonitoring, keyOwnership, keyTimeouts, keyPrices, keyAdminPassword, keyLicenseToken, keyAccessKey}
+	keyTenants, keyDRADriver, keyPlatform, keyVCluster, keyAdmission, keyMonitoring, keyOwnership, keyTimeouts, keyPrices, keyAdminPassword, keyLicenseToken, keyAccessKey, keyAccessKeys}
 
 // Clouds are the values of `gpu-tenancy:cloud`.
 var Clouds = []string{string(cluster.GKE), string(cluster.Scaleway), string(cluster.Existing)}
@@ -78,8 +79,11 @@ type DRADriverConfig struct {
 
 // PlatformConfig is `gpu-tenancy:platform`; its admin password and license token are separate secret keys.
 type PlatformConfig struct {
-	// Enabled installs vCluster Platform (default true: DRA sync is a platform feature).
+	// Enabled connects every tenant's vCluster to vCluster Platform (default true: DRA sync is a platform feature).
 	Enabled *bool `json:"enabled"`
+	// Install installs the platform (default true); false connects to one already running in namespace
+	// vcluster-platform at Host.
+	Install *bool `json:"install"`
 	vcluster.PlatformArgs
 }
 
@@ -93,8 +97,8 @@ type Secrets struct {
 	Kubeconfig            Secret
 	PlatformAdminPassword Secret
 	PlatformLicenseToken  Secret
-	// PlatformAccessKey lets tenant vClusters register with the platform (DRA sync is a platform feature).
-	PlatformAccessKey Secret
+	// PlatformAccessKeys are each tenant vCluster's own platform access key, by tenant (DRA sync is a platform feature).
+	PlatformAccessKeys map[string]Secret
 }
 
 func enabled(b *bool) bool { return b == nil || *b }
@@ -102,8 +106,11 @@ func enabled(b *bool) bool { return b == nil || *b }
 // DRAEnabled reports whether the NVIDIA DRA driver is installed.
 func (c *Config) DRAEnabled() bool { return enabled(c.DRADriver.Enabled) }
 
-// PlatformEnabled reports whether vCluster Platform is installed.
+// PlatformEnabled reports whether tenants connect to vCluster Platform.
 func (c *Config) PlatformEnabled() bool { return enabled(c.Platform.Enabled) }
+
+// PlatformInstalled reports whether this stack installs vCluster Platform.
+func (c *Config) PlatformInstalled() bool { return c.PlatformEnabled() && enabled(c.Platform.Install) }
 
 // Grants maps each tenant to its granted classes, as the catalog labels them.
 func (c *Config) Grants() map[string][]string {
@@ -168,4 +175,5 @@ func (c *Config) withDefaults() {
 		t.VCluster = t.VCluster.WithDefaults()
 	}
 	c.VCluster = c.VCluster.WithDefaults()
+	c.Admission = c.Admission.WithDefaults()
 }

@@ -76,19 +76,26 @@ func Load(src Source) (*Config, error) {
 		out *Secret
 	}{
 		{keyKubeconfig, &cfg.Secrets.Kubeconfig}, {keyAdminPassword, &cfg.Secrets.PlatformAdminPassword},
-		{keyLicenseToken, &cfg.Secrets.PlatformLicenseToken}, {keyAccessKey, &cfg.Secrets.PlatformAccessKey},
+		{keyLicenseToken, &cfg.Secrets.PlatformLicenseToken},
 	}
 	for _, s := range secrets {
-		raw, ok := src.Get(s.key)
-		if !ok {
-			continue
+		if raw, ok := secretValue(src, s.key, &errs); ok {
+			*s.out = Secret(raw)
 		}
-		if !src.IsSecret(s.key) {
-			errs = append(errs, field.Invalid(path(s.key), "(plain text)",
-				fmt.Sprintf("must be a secret: pulumi config set --secret %s:%s", Namespace, s.key)))
-			continue
+	}
+	// A stack file read without its secrets provider holds SecretPlaceholder: the keys are checked when the program runs.
+	if raw, ok := secretValue(src, keyAccessKeys, &errs); ok && raw != SecretPlaceholder {
+		// Decoded apart from the other blocks: an error must never quote the value.
+		if err := json.Unmarshal([]byte(raw), &cfg.Secrets.PlatformAccessKeys); err != nil {
+			errs = append(errs, field.Invalid(path(keyAccessKeys), Secret(raw).String(),
+				"must map each tenant to its access key: pulumi config set --secret --path '"+Namespace+":"+keyAccessKeys+".<tenant>' <key>"))
 		}
-		*s.out = Secret(raw)
+	}
+	if _, ok := src.Get(keyAccessKey); ok {
+		errs = append(errs, field.Forbidden(path(keyAccessKey), fmt.Sprintf(
+			"one key for every tenant's vCluster lets each tenant act on the platform as the key's creator: give each tenant "+
+				"a key of its own, scoped to its virtual cluster, with pulumi config set --secret --path '%s:%s.<tenant>' <key>, "+
+				"and remove this one", Namespace, keyAccessKeys)))
 	}
 
 	cfg.withDefaults()
@@ -97,6 +104,20 @@ func Load(src Source) (*Config, error) {
 		return nil, &ConfigError{Errs: errs}
 	}
 	return &cfg, nil
+}
+
+// secretValue reads a key that may only be set as a secret, reporting one set in plain text.
+func secretValue(src Source, key string, errs *field.ErrorList) (string, bool) {
+	raw, ok := src.Get(key)
+	if !ok {
+		return "", false
+	}
+	if !src.IsSecret(key) {
+		*errs = append(*errs, field.Invalid(path(key), "(plain text)",
+			fmt.Sprintf("must be a secret: pulumi config set --secret %s:%s", Namespace, key)))
+		return "", false
+	}
+	return raw, true
 }
 
 func path(key string) *field.Path { return field.NewPath(Namespace + ":" + key) }

@@ -320,8 +320,21 @@ func TestBadConfigs(t *testing.T) {
 			"gpu-tenancy:platformAdminPassword", "must be a secret"},
 		{"platform without host", goodGKE, func(tc testConfig) { tc["platform"] = obj{} }, nil,
 			"gpu-tenancy:platform.host", "public host name"},
-		{"access key in plain text", goodGKE, func(tc testConfig) { tc["platformAccessKey"] = "key" }, nil,
-			"gpu-tenancy:platformAccessKey", "must be a secret"},
+		{"access keys in plain text", goodGKE, func(tc testConfig) { tc["platformAccessKeys"] = `{"team-a":"key"}` }, nil,
+			"gpu-tenancy:platformAccessKeys", "must be a secret"},
+		{"one access key shared by every tenant", goodGKE, func(tc testConfig) { tc["platformAccessKey"] = "key" },
+			[]string{"platformAdminPassword", "platformAccessKey"},
+			"gpu-tenancy:platformAccessKey", "lets each tenant act on the platform as the key's creator"},
+		{"an access key for no tenant", goodGKE, func(tc testConfig) { tc["platformAccessKeys"] = `{"legal-ia":"key"}` },
+			[]string{"platformAdminPassword", "platformAccessKeys"}, "gpu-tenancy:platformAccessKeys[legal-ia]", `"legal-ai"`},
+		{"access keys not a map, and not quoted back", goodGKE, func(tc testConfig) { tc["platformAccessKeys"] = "sk-12345" },
+			[]string{"platformAdminPassword", "platformAccessKeys"}, "gpu-tenancy:platformAccessKeys", "Invalid value: \"[secret]\""},
+		{"access keys while tenants have no vCluster", goodGKE, func(tc testConfig) {
+			tc["platformAccessKeys"] = `{"legal-ai":"key"}`
+			tc["vcluster"] = obj{"enabled": false}
+		}, []string{"platformAdminPassword", "platformAccessKeys"}, "gpu-tenancy:platformAccessKeys[legal-ai]", "vcluster.enabled"},
+		{"a connected platform without host", goodGKE, func(tc testConfig) { tc["platform"] = obj{"install": false} }, nil,
+			"gpu-tenancy:platform.host", "public host name"},
 		{"kubeconfig server not https", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"kubeconfigServer": "{tenant}.example.com"} }, nil,
 			"gpu-tenancy:vcluster.kubeconfigServer", "https URL"},
 		{"kubeconfig server in clear text", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"kubeconfigServer": "http://{tenant}.example.com"} }, nil,
@@ -448,4 +461,20 @@ func TestSecretValuesNeverPrinted(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "token=abc")
 	assert.Equal(t, "[secret]", Secret("hunter2").String())
+}
+
+func TestMalformedAccessKeysAreNeverPrinted(t *testing.T) {
+	for name, raw := range map[string]string{
+		"not JSON":           "sk-12345",
+		"a list, not a map":  `["sk-12345"]`,
+		"a key not a string": `{"legal-ai": {"key": "sk-12345"}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc := goodGKE()
+			tc["platformAccessKeys"] = raw
+			_, err := Load(tc.source("platformAdminPassword", "platformAccessKeys"))
+			require.ErrorContains(t, err, "gpu-tenancy:platformAccessKeys")
+			assert.NotContains(t, err.Error(), "sk-12345")
+		})
+	}
 }

@@ -34,6 +34,8 @@ var ownedKinds = map[string]schema.GroupVersionResource{
 	naming.KindDeviceClass:   {Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"},
 	naming.KindPolicy:        {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"},
 	naming.KindPolicyBinding: {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
+	naming.KindFlowSchema:    {Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "flowschemas"},
+	naming.KindPriorityLevel: {Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "prioritylevelconfigurations"},
 }
 
 // Validate checks each entry names a kind the program creates and an object name.
@@ -74,7 +76,7 @@ func plannedObjects(cfg *Config) []naming.ObjectRef {
 	if cfg.DRAEnabled() {
 		refs = append(refs, ns(dra.DefaultNamespace))
 	}
-	if cfg.PlatformEnabled() {
+	if cfg.PlatformInstalled() {
 		refs = append(refs, ns(vcluster.DefaultPlatformNamespace))
 	}
 	if cfg.Monitoring.EnabledFor(cfg.Cloud) {

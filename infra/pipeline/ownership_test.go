@@ -199,12 +199,12 @@ func TestPlannedObjectsAreEveryClusterScopedObject(t *testing.T) {
 	require.NoError(t, err)
 	var created []string
 	for _, reg := range rec.All() {
-		for kind, token := range map[string]string{
-			naming.KindNamespace: "kubernetes:core/v1:Namespace", naming.KindDeviceClass: "kubernetes:resource.k8s.io/v1:DeviceClass",
-			naming.KindPolicy:        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
-			naming.KindPolicyBinding: "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
-		} {
-			if reg.Type == token {
+		for kind, gvr := range ownedKinds {
+			group := gvr.Group
+			if group == "" {
+				group = "core"
+			}
+			if reg.Type == "kubernetes:"+group+"/"+gvr.Version+":"+kind {
 				name := reg.Inputs["metadata"].ObjectValue()["name"].StringValue()
 				created = append(created, naming.ObjectRef{Kind: kind, Name: name}.String())
 			}

@@ -74,21 +74,26 @@ func build(ctx *pulumi.Context, cfg *Config, baseDir string) error {
 		},
 	}
 	var afterPlatform []pulumi.Resource
-	if cfg.PlatformEnabled() {
+	if cfg.PlatformInstalled() {
 		args := cfg.Platform.PlatformArgs
 		args.AdminPassword = pulumi.ToSecret(pulumi.String(string(cfg.Secrets.PlatformAdminPassword))).(pulumi.StringOutput)
 		args.LicenseToken = optionalSecret(cfg.Secrets.PlatformLicenseToken)
-		args.AccessKey = optionalSecret(cfg.Secrets.PlatformAccessKey)
 		platform, err := vcluster.NewPlatform(ctx, "platform", &args, inCluster...)
 		if err != nil {
 			return fmt.Errorf("creating vCluster Platform: %w", err)
 		}
 		shared.platform = platform.Connection
 		afterPlatform = append(afterPlatform, platform)
+	} else if cfg.PlatformEnabled() {
+		shared.platform = &vcluster.PlatformConnection{Host: cfg.Platform.Host, Project: vcluster.DefaultProject}
+	}
+	if cfg.PlatformEnabled() {
 		// The platform proxies to each tenant's vCluster API.
 		shared.network.IngressFromNamespaces = []string{vcluster.DefaultPlatformNamespace}
+		shared.accessKeys = cfg.Secrets.PlatformAccessKeys
 	}
 	admission := cfg.Admission
+	admission.GPUTaints = taintKeys(cl.GPUTaints())
 	admission.ClaimStatusWriters = cl.ClaimStatusWriters
 	for _, w := range cfg.Admission.ClaimStatusWriters {
 		if !slices.Contains(admission.ClaimStatusWriters, w) {
@@ -128,7 +133,16 @@ type tenantShared struct {
 	network     tenancy.NetworkArgs
 	vcluster    vcluster.Settings
 	platform    *vcluster.PlatformConnection
+	accessKeys  map[string]Secret
 	tolerations []cluster.Taint
+}
+
+func taintKeys(taints []cluster.Taint) []string {
+	keys := make([]string, len(taints))
+	for i, t := range taints {
+		keys[i] = t.Key
+	}
+	return keys
 }
 
 // newTenant builds a tenant's host-side guard rails and, when tenants get one, its vCluster.
@@ -152,6 +166,7 @@ func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantConfig, opts ...pu
 		ControlPlane:       t.VCluster,
 		KubeconfigServer:   s.vcluster.ServerFor(t.Name),
 		Platform:           s.platform,
+		PlatformAccessKey:  optionalSecret(s.accessKeys[t.Name]),
 		Await:              s.vcluster.Awaits(),
 		PodSecurity:        tenant.PodSecurity,
 		// The quota and limit range must be in place before the vCluster's pods are admitted.

@@ -37,8 +37,11 @@ func validate(c *Config) field.ErrorList {
 	errs = append(errs, validateClassesHavePools(c)...)
 	errs = append(errs, validateTenants(c)...)
 	errs = append(errs, c.DRADriver.Validate(path(keyDRADriver))...)
+	errs = append(errs, validateAccessKeys(c)...)
 	if c.PlatformEnabled() {
 		errs = append(errs, c.Platform.Validate(path(keyPlatform))...)
+	}
+	if c.PlatformInstalled() {
 		if c.Secrets.PlatformAdminPassword == "" {
 			errs = append(errs, field.Required(path(keyAdminPassword), fmt.Sprintf(
 				"the vCluster Platform admin password while %s:platform.enabled is true: pulumi config set --secret %s:%s <password>",
@@ -51,6 +54,26 @@ func validate(c *Config) field.ErrorList {
 	errs = append(errs, c.Ownership.Validate(path(keyOwnership))...)
 	errs = append(errs, c.Timeouts.Validate(path(keyTimeouts))...)
 	errs = append(errs, c.Prices.Validate(path(keyPrices), c.ClassNames())...)
+	return errs
+}
+
+// validateAccessKeys checks that each platform access key belongs to a tenant whose vCluster connects to the
+// platform: a key for no one is a typo, or a leftover of a removed tenant.
+func validateAccessKeys(c *Config) field.ErrorList {
+	var errs field.ErrorList
+	tenants := c.TenantNames()
+	for _, tenant := range sortedKeys(c.Secrets.PlatformAccessKeys) {
+		p := path(keyAccessKeys).Key(tenant)
+		switch {
+		case !slices.Contains(tenants, tenant):
+			errs = append(errs, field.NotSupported(p, tenant, tenants))
+		case !c.PlatformEnabled() || !c.VCluster.IsEnabled():
+			errs = append(errs, field.Forbidden(p, fmt.Sprintf(
+				"tenants connect to the platform only while %s:platform.enabled and %s:vcluster.enabled are true", Namespace, Namespace)))
+		case c.Secrets.PlatformAccessKeys[tenant] == "":
+			errs = append(errs, field.Required(p, "the tenant's access key"))
+		}
+	}
 	return errs
 }
 

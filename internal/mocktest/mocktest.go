@@ -51,6 +51,15 @@ func (r Registration) ParentName() string {
 	return parent.Name()
 }
 
+// DependencyNames are the logical names of the resources this registration explicitly depends on.
+func (r Registration) DependencyNames() []string {
+	names := make([]string, len(r.Dependencies))
+	for i, urn := range r.Dependencies {
+		names[i] = resource.URN(urn).Name()
+	}
+	return names
+}
+
 // ProviderName is the explicit provider's logical name, empty for the default provider.
 func (r Registration) ProviderName() string {
 	// A provider reference is "<urn>::<id>".

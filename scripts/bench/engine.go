@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
@@ -38,37 +39,14 @@ var engineReference = map[int]map[string]*reference{
 // own. Everything lives in a temporary directory, purged at the end. On an error it returns the rows of the sizes
 // already measured.
 func benchEngine(ctx context.Context, root string, sizes []int) ([]row, error) {
-	if tool := localcluster.MissingTool(root); tool != "" {
-		return nil, fmt.Errorf("%s is not built: run `make tools`", tool)
-	}
 	dir, err := os.MkdirTemp("", "gpu-tenancy-bench-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	clusterDir := filepath.Join(dir, "cluster")
-	localCluster := func(ctx context.Context, verb string) error {
-		return localcluster.Run(ctx, root, clusterDir, verb, append(os.Environ(), clusterEnv...), os.Stderr)
-	}
-	// Purged even when interrupted: the control plane's processes run in sessions of their own.
-	defer func() {
-		if err := localCluster(context.Background(), "purge"); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-		}
-	}()
-	if err := localCluster(ctx, "up"); err != nil {
-		return nil, err
-	}
-	kubeconfig := filepath.Join(clusterDir, "kubeconfig")
-	rawKubeconfig, err := os.ReadFile(kubeconfig)
+	cl, err := startCluster(ctx, root, filepath.Join(dir, "cluster"))
+	defer cl.purge()
 	if err != nil {
-		return nil, err
-	}
-	cs, err := probe.Connect(kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	if err := simhw.Apply(ctx, cs); err != nil {
 		return nil, err
 	}
 	base, err := pipeline.ReadStackFile(filepath.Join(root, localStackFile))
@@ -94,7 +72,7 @@ func benchEngine(ctx context.Context, root string, sizes []int) ([]row, error) {
 		opts := engine.Options{
 			RepoRoot: root, Stack: "local", WorkDir: filepath.Join(sizeDir, "work"), StateDir: filepath.Join(sizeDir, "state"),
 			Passphrase: "bench", Config: overrides, PolicyPacks: packs,
-			SecretConfig: map[string]string{pipeline.Namespace + ":kubeconfig": string(rawKubeconfig)},
+			SecretConfig: map[string]string{pipeline.Namespace + ":kubeconfig": string(cl.rawKubeconfig)},
 		}
 		st, err := engine.Open(ctx, opts)
 		if err != nil {
@@ -153,6 +131,42 @@ func benchEngine(ctx context.Context, root string, sizes []int) ([]row, error) {
 		op("destroy", strconv.Itoa(summed(down.Summary.ResourceChanges)), time.Since(start))
 	}
 	return rows, nil
+}
+
+// benchCluster is a local control plane of the benchmark's own, with the simulated GPU hardware.
+type benchCluster struct {
+	root, dir     string
+	env           []string
+	kubeconfig    string
+	rawKubeconfig []byte
+	client        kubernetes.Interface
+}
+
+// startCluster starts a control plane in dir on the benchmark's ports, with extraEnv for scripts/local-cluster.sh.
+// purge stops and removes it, also after an error or an interruption: its processes run in sessions of their own.
+func startCluster(ctx context.Context, root, dir string, extraEnv ...string) (*benchCluster, error) {
+	cl := &benchCluster{root: root, dir: dir, env: append(append(os.Environ(), clusterEnv...), extraEnv...)}
+	if tool := localcluster.MissingTool(root); tool != "" {
+		return cl, fmt.Errorf("%s is not built: run `make tools`", tool)
+	}
+	if err := localcluster.Run(ctx, root, dir, "up", cl.env, os.Stderr); err != nil {
+		return cl, err
+	}
+	cl.kubeconfig = filepath.Join(dir, "kubeconfig")
+	var err error
+	if cl.rawKubeconfig, err = os.ReadFile(cl.kubeconfig); err != nil {
+		return cl, err
+	}
+	if cl.client, err = probe.Connect(cl.kubeconfig); err != nil {
+		return cl, err
+	}
+	return cl, simhw.Apply(ctx, cl.client)
+}
+
+func (cl *benchCluster) purge() {
+	if err := localcluster.Run(context.Background(), cl.root, cl.dir, "purge", cl.env, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
 }
 
 func exists(path string) bool {

@@ -6,6 +6,8 @@
 //   - engine: the real Pulumi engine and kubernetes provider on a local control plane of its own with 2 and 20
 //     tenants: `up`, a no-change `preview` (with its refresh, and without it) and `destroy`, each timed, with the
 //     resources they touch;
+//   - fairness: one tenant's syncer token floods the API server of a control plane of its own while the other
+//     tenant's syncer and the DRA driver are timed (p50, p99), with and without the platform's FlowSchemas;
 //   - build: `go build ./infra` cold (empty build cache) and warm (one project file changed) against the floor, a
 //     program that only imports the SDK packages the project imports.
 //
@@ -14,7 +16,7 @@
 // It prints figures and asserts nothing about them: these machines are shared and noisy.
 //
 //	go run ./scripts/bench                          everything (`make bench`; needs `make tools`)
-//	go run ./scripts/bench -only plan,engine        a subset of plan, engine, build (cold builds take minutes)
+//	go run ./scripts/bench -only plan,engine        a subset of plan, engine, fairness, build (cold builds take minutes)
 //	go run ./scripts/bench -plan-tenants 10,100     other sizes
 //
 // Run it from the project directory. The control plane listens on ports of its own (clusterEnv: 13790, 13800,
@@ -39,7 +41,7 @@ import (
 )
 
 // parts in the order they run and print.
-var parts = []string{"plan", "engine", "build"}
+var parts = []string{"plan", "engine", "fairness", "build"}
 
 // row is one line of the table; a zero rssKiB or an empty resources prints as "-".
 type row struct {
@@ -114,7 +116,7 @@ func run(selected []string, planSizes, engineSizes []int) error {
 		return err
 	}
 	var rows []row
-	var ratios []string
+	var ratios, sections, extra []string
 	for _, part := range parts {
 		if !slices.Contains(selected, part) {
 			continue
@@ -126,6 +128,9 @@ func run(selected []string, planSizes, engineSizes []int) error {
 			r, l, err = benchPlan(ctx, root, planSizes)
 		case "engine":
 			r, err = benchEngine(ctx, root, engineSizes)
+		case "fairness":
+			extra, err = benchFairness(ctx, root)
+			sections = append(sections, extra...)
 		case "build":
 			r, l, err = benchBuild(ctx, root)
 		}
@@ -138,6 +143,9 @@ func run(selected []string, planSizes, engineSizes []int) error {
 	}
 	if perr := printTable(rows, ratios); perr != nil {
 		return perr
+	}
+	for _, l := range sections {
+		fmt.Println(l)
 	}
 	return err
 }

@@ -55,6 +55,18 @@ type stackEnv struct {
 	name string
 	// config sets further keys of the stack's config (full keys, raw values).
 	config map[string]string
+	// platformConnected gives each tenant its platform access key (connectPlatform).
+	platformConnected bool
+}
+
+// platformKeys are the tenants' platform access keys of a stack connected to a platform (connectPlatform).
+var platformKeys = map[string]string{legal: "e2e-platform-key-of-legal-ai-7f3c", research: "e2e-platform-key-of-research-ai-91ab"}
+
+// connectPlatform connects the tenants' vClusters to a vCluster Platform that runs elsewhere, each with its own access
+// key, as a production stack does; nothing of the platform runs here, so only what the program writes is checked.
+func (s *stackEnv) connectPlatform() {
+	s.config = map[string]string{pipeline.Namespace + ":platform": `{"enabled": true, "install": false, "host": "platform.gpu-tenancy.test"}`}
+	s.platformConnected = true
 }
 
 func newStackEnv(t *testing.T) *stackEnv {
@@ -93,10 +105,25 @@ func (s *stackEnv) options(tenants []pipeline.TenantConfig, classes []tenancy.GP
 		require.NoError(s.t, err)
 		cfg[pipeline.Namespace+":"+key] = string(raw)
 	}
+	secrets := map[string]string{pipeline.Namespace + ":kubeconfig": string(raw)}
+	if s.platformConnected {
+		keyed := tenants
+		if keyed == nil {
+			keyed = s.tenants()
+		}
+		keys := map[string]string{}
+		for _, t := range keyed {
+			if key, ok := platformKeys[t.Name]; ok {
+				keys[t.Name] = key
+			}
+		}
+		raw, err := json.Marshal(keys)
+		require.NoError(s.t, err)
+		secrets[pipeline.Namespace+":platformAccessKeys"] = string(raw)
+	}
 	return engine.Options{
 		RepoRoot: repoRoot, Stack: s.stack(), ConfigFrom: "local", WorkDir: s.workDir, StateDir: s.stateDir,
-		Passphrase: "e2e-passphrase", Config: cfg, Progress: progressTo(s.t),
-		SecretConfig: map[string]string{pipeline.Namespace + ":kubeconfig": string(raw)},
+		Passphrase: "e2e-passphrase", Config: cfg, Progress: progressTo(s.t), SecretConfig: secrets,
 	}
 }
 
@@ -135,6 +162,8 @@ var clusterScopedKinds = []schema.GroupVersionResource{
 	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "flowschemas"},
+	{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "prioritylevelconfigurations"},
 }
 
 // snapshot names the cluster-wide objects a stack could leave behind.
@@ -205,6 +234,7 @@ func TestLocalStack(t *testing.T) {
 	require.NoError(t, simhw.Apply(ctx, client))
 	before := snapshot(t, ctx)
 	env := newStackEnv(t)
+	env.connectPlatform()
 
 	t.Run("up succeeds and a second preview reports no changes", func(t *testing.T) {
 		st := env.open(ctx, nil)
@@ -227,6 +257,13 @@ func TestLocalStack(t *testing.T) {
 	t.Run("every cloud metadata endpoint is blocked", func(t *testing.T) { checkMetadataBlocked(t, ctx) })
 	t.Run("device quotas hold and allocation is real", func(t *testing.T) { checkQuotaAndAllocation(t, ctx) })
 	t.Run("claim status cannot be forged", func(t *testing.T) { checkClaimStatusGuard(t, ctx) })
+	t.Run("the syncer holds exactly the rights the threat model lists", func(t *testing.T) { checkSyncerRights(t, ctx) })
+	t.Run("a hostile tenant is refused by the guard that names it", func(t *testing.T) { checkHostileTenant(t, ctx) })
+	t.Run("a device in use cannot be released", func(t *testing.T) { checkClaimRelease(t, ctx) })
+	t.Run("object counts are capped", func(t *testing.T) { checkObjectCountQuota(t, ctx) })
+	t.Run("each guard is what refuses its attack", func(t *testing.T) { checkEachGuardIsWhatRefuses(t, ctx) })
+	t.Run("each tenant's platform key is its own", func(t *testing.T) { checkPlatformKeys(t, ctx, platformKeys) })
+	t.Run("API fairness puts each tenant in one flow, the driver ahead", func(t *testing.T) { checkFlowSchemas(t, ctx) })
 	t.Run("the operators' CLI reports capacity, waiting claims and findings", func(t *testing.T) { checkOperatorCLI(t, ctx) })
 	t.Run("the pending-claim alert fires for the waiting tenant only", func(t *testing.T) { checkPendingClaimAlert(t, ctx) })
 	t.Run("the state holds no secret in plain text", func(t *testing.T) { checkState(t, env) })
@@ -276,7 +313,15 @@ func checkObjects(t *testing.T, ctx context.Context, env *stackEnv) {
 		assert.NotEmpty(t, lrs.Items, "limit range of %s", tenant)
 		nps, err := client.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
-		assert.Len(t, nps.Items, 4, "deny-all, same namespace, DNS and internet egress of %s", tenant)
+		var policies []string
+		for _, np := range nps.Items {
+			policies = append(policies, np.Name)
+		}
+		want := []string{"deny-all", "allow-same-namespace", "allow-dns", "allow-egress-internet"}
+		if env.platformConnected {
+			want = append(want, "allow-ingress-platform")
+		}
+		assert.ElementsMatch(t, want, policies, "network policies of %s", tenant)
 		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, naming.EntitlementPolicy(tenant), metav1.GetOptions{})
 		assert.NoError(t, err, "entitlement binding of %s", tenant)
 		// The vCluster chart's objects, applied one by one and labelled with their stack like every other object, and
@@ -293,12 +338,14 @@ func checkObjects(t *testing.T, ctx context.Context, env *stackEnv) {
 		require.NoError(t, err)
 		assert.Empty(t, secrets.Items, "no Helm release record in %s", ns)
 	}
-	for _, name := range []string{naming.EntitlementPolicy(legal), naming.EntitlementPolicy(research), tenancy.ClaimNamespacePolicy,
-		tenancy.ClaimStatusPolicy, tenancy.NamespaceLabelPolicy, tenancy.RuntimeEnvPolicy, tenancy.RuntimeEnvKeysPolicy, tenancy.ExtendedResourcePolicy} {
-		_, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
-		assert.NoError(t, err, "policy %s", name)
-		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
-		assert.NoError(t, err, "binding %s", name)
+	var cluster []string
+	for _, ref := range tenancy.ClusterObjects(env.classes(), []string{legal, research}) {
+		cluster = append(cluster, ref.String())
+	}
+	owned := listObjects(t, ctx, clusterScopedKinds, naming.StackLabel+"="+env.owner())
+	for _, ref := range cluster {
+		kind, name, _ := strings.Cut(ref, "/")
+		assert.Contains(t, owned, kindResource(kind)+"//"+name, "%s on the API server, owned by the stack", ref)
 	}
 }
 
@@ -466,6 +513,9 @@ func checkState(t *testing.T, env *stackEnv) {
 		}
 	}
 	require.NotEmpty(t, secrets, "the kubeconfig holds a credential to look for")
+	for _, key := range platformKeys {
+		secrets = append(secrets, key)
+	}
 	for _, s := range secrets {
 		assert.NotContains(t, string(state), s, "state file holds a credential in plain text")
 	}

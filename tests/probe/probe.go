@@ -137,12 +137,7 @@ func WaitAllocated(ctx context.Context, cs kubernetes.Interface, namespace, pod 
 		if p.Spec.NodeName == "" {
 			return false, nil
 		}
-		claimName := ""
-		if n := p.Spec.ResourceClaims[0].ResourceClaimName; n != nil {
-			claimName = *n
-		} else if s := p.Status.ResourceClaimStatuses; len(s) > 0 && s[0].ResourceClaimName != nil {
-			claimName = *s[0].ResourceClaimName
-		}
+		claimName := ClaimOf(p)
 		if claimName == "" {
 			return false, nil
 		}
@@ -161,6 +156,18 @@ func WaitAllocated(ctx context.Context, cs kubernetes.Interface, namespace, pod 
 		return Allocation{}, fmt.Errorf("pod %s/%s: no allocation: %w", namespace, pod, err)
 	}
 	return got, nil
+}
+
+// ClaimOf is the name of the claim a pod's first resource claim refers to: the named claim, or the one generated from
+// its template; "" until the claim controller has generated it.
+func ClaimOf(p *corev1.Pod) string {
+	if n := p.Spec.ResourceClaims[0].ResourceClaimName; n != nil {
+		return *n
+	}
+	if s := p.Status.ResourceClaimStatuses; len(s) > 0 && s[0].ResourceClaimName != nil {
+		return *s[0].ResourceClaimName
+	}
+	return ""
 }
 
 // PendingReason reports why a pod is not scheduled (the scheduler's condition message), or "" when it is.

@@ -13,6 +13,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/ruletest"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/toolbin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -157,7 +158,7 @@ func join(parts ...[]string) []string { return slices.Concat(parts...) }
 // evaluate runs every rule over the series and reports the alerts at each eval time.
 func evaluate(t *testing.T, p rules.Params, lines []string, at ...string) *ruletest.Response {
 	t.Helper()
-	if _, err := ruletest.ToolPath(ruletest.PromQLEval); err != nil && testing.Short() {
+	if _, err := toolbin.Path(ruletest.PromQLEval); err != nil && testing.Short() {
 		t.Skipf("-short without tools: %v", err)
 	}
 	p.Jobs = jobs

@@ -11,6 +11,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/ruletest"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/toolbin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -31,7 +32,7 @@ func probeAlert(record string) string { return "Probe_" + strings.ReplaceAll(rec
 // of each recorded metric.
 func recordings(t *testing.T, prices rules.Prices, lines []string, at string) map[string][]recorded {
 	t.Helper()
-	if _, err := ruletest.ToolPath(ruletest.PromQLEval); err != nil && testing.Short() {
+	if _, err := toolbin.Path(ruletest.PromQLEval); err != nil && testing.Short() {
 		t.Skipf("-short without tools: %v", err)
 	}
 	groups := rules.ShowbackGroups(rules.Recordings(rules.Params{Jobs: jobs, Prices: prices}))
@@ -150,7 +151,7 @@ func TestShowbackRecordings(t *testing.T) {
 }
 
 func TestDeclaredRecordingMetricsAreWhatTheExpressionsRead(t *testing.T) {
-	if _, err := ruletest.ToolPath(ruletest.PromQLEval); err != nil && testing.Short() {
+	if _, err := toolbin.Path(ruletest.PromQLEval); err != nil && testing.Short() {
 		t.Skipf("-short without tools: %v", err)
 	}
 	recs := rules.Recordings(rules.Params{Jobs: jobs, Prices: rules.Prices{Currency: "EUR", PerDeviceHour: map[string]float64{"gpu-whole": 1}}})

@@ -9,20 +9,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/syncbuf"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/toolbin"
 )
 
 // Tool names in .tools/bin.
@@ -30,43 +29,6 @@ const (
 	PromQLEval       = "promql-eval"
 	KubeStateMetrics = "kube-state-metrics"
 )
-
-const module = "module github.com/gpu-tenancy/gpu-tenancy"
-
-// ToolPath is the path of a tool built by scripts/build-tools.sh: under $GT_TOOLS_DIR/bin when set, as the script
-// does, else under .tools/bin of the repository holding the working directory.
-func ToolPath(name string) (string, error) {
-	dir := os.Getenv("GT_TOOLS_DIR")
-	if dir == "" {
-		root, err := repoRoot()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(root, ".tools")
-	}
-	p := filepath.Join(dir, "bin", name)
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%s is not built: run `make tools` (scripts/build-tools.sh): %w", name, err)
-	}
-	return p, nil
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(mod), module+"\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the gpu-tenancy repository: no go.mod of " + strings.TrimPrefix(module, "module "))
-		}
-		dir = parent
-	}
-}
 
 // Request asks promql-eval to evaluate a rule file over some series (scripts/tools/promql-eval/main.go).
 type Request struct {
@@ -124,7 +86,7 @@ func (r *Response) At(at, name, state string) []Alert {
 
 // Eval runs promql-eval on req.
 func Eval(ctx context.Context, req Request) (*Response, error) {
-	bin, err := ToolPath(PromQLEval)
+	bin, err := toolbin.Path(PromQLEval)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +120,7 @@ type KubeStateMetricsProcess struct {
 // StartKubeStateMetrics starts the built kube-state-metrics with the given flags against kubeconfig, on free
 // loopback ports, and waits until it serves metrics.
 func StartKubeStateMetrics(ctx context.Context, kubeconfig string, flags []string) (*KubeStateMetricsProcess, error) {
-	bin, err := ToolPath(KubeStateMetrics)
+	bin, err := toolbin.Path(KubeStateMetrics)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,299 @@
+package tenancy
+
+import (
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+)
+
+// The policies on pods in tenant namespaces, and on the ConfigMaps and Secrets pods read variables from. Those that
+// limit what a pod may be are bound by namespace, so they hold whoever creates the pod: the tenant's syncer, or the
+// StatefulSet controller running a template the syncer may patch. Those that limit what may be done to a running pod
+// match only the tenant's identities (celTenantIdentity): the kubelet and the controllers do the same legitimately.
+
+// RuntimeEnvVars are the container variables the NVIDIA Container Toolkit reads to give a container devices, device
+// nodes, mounts or driver capabilities outside DRA, under an NVIDIA runtime. With the toolkit's default
+// accept-nvidia-visible-devices-envvar-when-unprivileged=true an unprivileged container setting them gets what they
+// name, whatever its claims: the GPUs of NVIDIA_VISIBLE_DEVICES; every GPU for a legacy CUDA image (CUDA_VERSION
+// without NVIDIA_REQUIRE_CUDA) that leaves NVIDIA_VISIBLE_DEVICES unset; IMEX channels; and, once a device is given,
+// GPUDirect Storage, MOFED, NVSwitch, GDRCopy and Tegra devices and mounts; the toolkit of GPU Operator v25.3
+// (v1.17.8) gives those last ones even with the setting off (NVIDIA/nvidia-container-toolkit v1.20.2
+// internal/config/image/cuda_image.go VisibleDevices, IsLegacy, ImexChannelRequests; v1.17.8
+// internal/modifier/gated.go; https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html).
+// The NVIDIA_REQUIRE_* constraints add nothing. An image's own ENV is out of admission's sight: the runtime class
+// rule and the node's toolkit settings are what hold against it; this rule is defence in depth.
+var RuntimeEnvVars = []string{"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_MIG_CONFIG_DEVICES",
+	"NVIDIA_MIG_MONITOR_DEVICES", "NVIDIA_IMEX_CHANNELS", "NVIDIA_GDS", "NVIDIA_MOFED", "NVIDIA_NVSWITCH",
+	"NVIDIA_GDRCOPY", "NVIDIA_REQUIRE_JETPACK", "CUDA_VERSION"}
+
+// NoDevices is the one value of NVIDIA_VISIBLE_DEVICES a tenant container may set: no GPU at all, overriding whatever
+// its image sets (the toolkit treats "void" as "no devices and no driver": cuda_image.go DevicesFromEnvvars).
+const NoDevices = "void"
+
+// The pod annotation key forms a container runtime or plugin turns into devices: CDI devices by annotation
+// (cdi.k8s.io/<name>, honoured by CRI-O, by containerd with pod annotation passthrough and by the NVIDIA runtime;
+// nvidia.cdi.k8s.io, nvidia.cdi.k8s.io/pod and nvidia.cdi.k8s.io/container.<name> for the NRI plugin of GPU Operator
+// v26, which from toolkit v1.20.0 serves any namespace under any runtime) and CRI-O's own device annotations
+// (io.kubernetes.cri-o.Devices, devices.crio.io): https://github.com/cncf-tags/container-device-interface (SPEC.md,
+// "Annotations"); cri-o/cri-o pkg/annotations; NVIDIA/nvidia-container-toolkit v1.20.2
+// cmd/nvidia-ctk-installer/container/runtime/nri/plugin.go parseCDIDevices. A pod's annotations reach its sandbox
+// (kubernetes v1.34.4 pkg/kubelet/kuberuntime/labels.go newPodAnnotations).
+var (
+	deviceAnnotationInfixes   = []string{"cdi.k8s.io"}
+	deviceAnnotationPrefixes  = []string{"io.kubernetes.cri-o."}
+	deviceAnnotationSuffixes  = []string{".crio.io", ".cri-o.io"}
+	deviceListMountPathMarker = "nvidia-container-devices"
+)
+
+// gpuExtendedResourcePrefixes are the extended-resource names that reach GPUs without a claim: the driver class's
+// extendedResourceName nvidia.com/gpu (and the device plugin's nvidia.com/* names) and DRA's implicit
+// deviceclass.resource.kubernetes.io/<class> (dra-driver-nvidia-gpu v0.4.0 templates/deviceclass-gpu.yaml).
+var gpuExtendedResourcePrefixes = []string{"nvidia.com/", "deviceclass.resource.kubernetes.io/"}
+
+// celContainers are every container of a pod, ephemeral ones included.
+const celContainers = `object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([]) +
+	object.spec.?ephemeralContainers.orValue([])`
+
+// runtimeEnvPolicy refuses tenant containers, init containers and ephemeral containers that set an NVIDIA runtime
+// variable by name (but NVIDIA_VISIBLE_DEVICES=void, which only takes devices away), or take variables through
+// envFrom with a prefix that, followed by a key, can spell one. (Keys of ConfigMaps and Secrets without a prefix are
+// runtimeEnvKeysPolicy's; a variable's value may come from anywhere, its name is always in the pod.) Checked when a
+// pod is created and when ephemeral containers are added: containers are immutable otherwise.
+var runtimeEnvPolicy = admissionPolicy{
+	name: RuntimeEnvPolicy,
+	rules: []admissionRule{
+		{group: "", resources: []string{"pods"}, operations: createUpdate},
+		{group: "", resources: []string{"pods/ephemeralcontainers"}, operations: update},
+	},
+	matchConditions: []celNamed{{"containers-added", `request.operation == 'CREATE' || request.?subResource.orValue('') == 'ephemeralcontainers'`}},
+	variables: []celNamed{
+		{"tenant", celTenant},
+		{"containers", celContainers},
+		{"byName", `variables.containers
+	.filter(c, c.?env.orValue([]).exists(e, e.name in $RUNTIME_ENV &&
+		!(e.name == 'NVIDIA_VISIBLE_DEVICES' && e.?value.orValue('') == $NO_DEVICES && !has(e.valueFrom))))
+	.map(c, c.name)`},
+		{"byPrefix", `variables.containers
+	.filter(c, c.?envFrom.orValue([]).exists(f, f.?prefix.orValue('') != '' && $RUNTIME_ENV.exists(v, v.startsWith(f.prefix))))
+	.map(c, c.name)`},
+	},
+	validations: []celValidation{
+		{
+			expression: `size(variables.byName) == 0`,
+			message: `'tenant ' + variables.tenant + ': containers ' + variables.byName.join(', ') +
+	' set NVIDIA runtime variables (' + $RUNTIME_ENV.join(', ') + '), which expose GPUs outside DRA; claim a granted DeviceClass instead'`,
+		},
+		{
+			expression: `size(variables.byPrefix) == 0`,
+			message: `'tenant ' + variables.tenant + ': containers ' + variables.byPrefix.join(', ') +
+	' take envFrom with a prefix that can spell an NVIDIA runtime variable (' + $RUNTIME_ENV.join(', ') + ')'`,
+		},
+	},
+	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "RUNTIME_ENV": celList(RuntimeEnvVars),
+		"NO_DEVICES": celString(NoDevices)},
+}
+
+// runtimeEnvKeysPolicy refuses, in tenant namespaces, ConfigMaps and Secrets with a data key named like an NVIDIA
+// runtime variable: envFrom without a prefix turns every data key into a variable, and admission cannot read a
+// ConfigMap from a pod (the kubelet reads data only, not binaryData: kubernetes v1.34.4
+// pkg/kubelet/kubelet_pods.go makeEnvironmentVariables).
+var runtimeEnvKeysPolicy = admissionPolicy{
+	name:  RuntimeEnvKeysPolicy,
+	rules: []admissionRule{{group: "", resources: []string{"configmaps", "secrets"}, operations: createUpdate}},
+	variables: []celNamed{
+		{"tenant", celTenant},
+		{"keys", `object.?data.orValue({}).map(k, k).filter(k, k in $RUNTIME_ENV)`},
+	},
+	validations: []celValidation{{
+		expression: `size(variables.keys) == 0`,
+		message: `'tenant ' + variables.tenant + ': ' + request.kind.kind + ' ' + object.metadata.name + ' has keys ' +
+	variables.keys.join(', ') + ', names of NVIDIA runtime variables that envFrom would set in a container, exposing GPUs outside DRA'`,
+	}},
+	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "RUNTIME_ENV": celList(RuntimeEnvVars)},
+}
+
+// extendedResourcePolicy refuses GPU extended resources in container requests and limits; limits count too because
+// an extended resource's request defaults to its limit.
+var extendedResourcePolicy = admissionPolicy{
+	name:  ExtendedResourcePolicy,
+	rules: []admissionRule{{group: "", resources: []string{"pods"}, operations: createUpdate}},
+	// Containers' resources change only through pods/resize, which this rule does not match.
+	matchConditions: []celNamed{{"created-or-spec-changed", celCreatedOrSpecChanged}},
+	variables: []celNamed{
+		{"tenant", celTenant},
+		{"offending", `(object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([]))
+	.filter(c, [c.?resources.?requests.orValue({}), c.?resources.?limits.orValue({})]
+		.exists(m, m.exists(k, $PREFIXES.exists(p, k.startsWith(p)))))
+	.map(c, c.name)`},
+	},
+	validations: []celValidation{{
+		expression: `size(variables.offending) == 0`,
+		message: `'tenant ' + variables.tenant + ': containers ' + variables.offending.join(', ') +
+	' request GPUs as extended resources (' + $PREFIXES.join('*, ') + '*); claim a granted DeviceClass through a ResourceClaim instead'`,
+	}},
+	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "PREFIXES": celList(gpuExtendedResourcePrefixes)},
+}
+
+// nodeDevicePolicy refuses the ways to a node's GPUs that go around DRA and that a pod spec can name:
+//   - a RuntimeClass outside the platform's list. The GPU Operator creates nvidia, nvidia-cdi and nvidia-legacy;
+//     under them the NVIDIA runtime reads the image's own ENV NVIDIA_VISIBLE_DEVICES=all (set in every CUDA base
+//     image, out of admission's sight) and hands the container every GPU of the node (NVIDIA/gpu-operator v25.10.0
+//     controllers/object_controls.go, the RuntimeClass loop);
+//   - CDI and CRI-O device annotations (deviceAnnotationInfixes and the rest), checked whenever they change;
+//   - mounts at the toolkit's device-list path, which it reads as a device request when
+//     accept-nvidia-visible-devices-as-volume-mounts is on (cuda_image.go requestsFromMounts).
+var nodeDevicePolicy = func(runtimeClasses []string) admissionPolicy {
+	return admissionPolicy{
+		name: NodeDevicePolicy,
+		rules: []admissionRule{
+			{group: "", resources: []string{"pods"}, operations: createUpdate},
+			{group: "", resources: []string{"pods/ephemeralcontainers"}, operations: update},
+		},
+		variables: []celNamed{
+			{"tenant", celTenant},
+			{"runtimeClass", `request.operation == 'CREATE' ? object.spec.?runtimeClassName.orValue('') : ''`},
+			{"oldAnnotations", `request.operation == 'CREATE' ? {} : oldObject.metadata.?annotations.orValue({})`},
+			{"deviceAnnotations", `object.metadata.?annotations.orValue({}).map(k, k)
+	.filter(k, $INFIXES.exists(m, k.contains(m)) || $PREFIXES.exists(m, k.startsWith(m)) || $SUFFIXES.exists(m, k.endsWith(m)))
+	.filter(k, !(k in variables.oldAnnotations) || variables.oldAnnotations[k] != object.metadata.annotations[k])`},
+			{"deviceListMounts", `request.operation != 'CREATE' && request.?subResource.orValue('') != 'ephemeralcontainers' ? [] :
+	(` + celContainers + `).filter(c, c.?volumeMounts.orValue([]).exists(m, m.mountPath.contains($MOUNT_MARKER))).map(c, c.name)`},
+		},
+		validations: []celValidation{
+			{
+				expression: `variables.runtimeClass == '' || variables.runtimeClass in $RUNTIME_CLASSES`,
+				message: `'tenant ' + variables.tenant + ': RuntimeClass ' + variables.runtimeClass + ' is not one tenants may use (' +
+	($RUNTIME_CLASSES.size() == 0 ? 'none' : $RUNTIME_CLASSES.join(', ')) +
+	'): the NVIDIA runtime classes give a container the GPUs its image asks for, outside DRA'`,
+			},
+			{
+				expression: `size(variables.deviceAnnotations) == 0`,
+				message: `'tenant ' + variables.tenant + ': annotations ' + variables.deviceAnnotations.join(', ') +
+	' ask the container runtime for devices outside DRA (CDI or CRI-O device annotations)'`,
+			},
+			{
+				expression: `size(variables.deviceListMounts) == 0`,
+				message: `'tenant ' + variables.tenant + ': containers ' + variables.deviceListMounts.join(', ') +
+	' mount at the NVIDIA toolkit device-list path (' + $MOUNT_MARKER + '), which can request GPUs outside DRA'`,
+			},
+		},
+		literals: map[string]string{
+			"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "RUNTIME_CLASSES": celList(runtimeClasses),
+			"INFIXES": celList(deviceAnnotationInfixes), "PREFIXES": celList(deviceAnnotationPrefixes),
+			"SUFFIXES": celList(deviceAnnotationSuffixes), "MOUNT_MARKER": celString(deviceListMountPathMarker),
+		},
+	}
+}
+
+// Taints every pod may tolerate: the DefaultTolerationSeconds admission plugin gives each pod a bounded toleration of
+// both (kubernetes v1.34.4 plugin/pkg/admission/defaulttolerationseconds/admission.go).
+var defaultTolerableTaints = []string{"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+
+// DefaultScheduler is the scheduler every tenant pod must go through.
+const DefaultScheduler = "default-scheduler"
+
+// podPlacementPolicy keeps tenant pods where the platform places them:
+//   - tolerations only of the taints listed (the GPU pools', the two every pod gets, and those the platform adds); a
+//     toleration without a key tolerates every taint: cordoned, drained and quarantined nodes, and NoExecute taints
+//     that would evict it. Tolerations may be added to a running pod, so updates are checked too;
+//   - no spec.nodeName at creation: a pod bound on creation skips the scheduler, and the kubelet enforces only
+//     NoExecute taints (kubernetes v1.34.4 pkg/kubelet/lifecycle/predicate.go), so NoSchedule taints and cordons
+//     would not stop it. vCluster leaves it empty unless its own scheduler is on, which the platform never turns on;
+//   - the default scheduler only, which applies those taints;
+//   - no priority class outside the platform's list: a pod of system-node-critical preempts other tenants' pods and
+//     is the last one a node evicts (plugin/pkg/admission/priority/admission.go resolves any class for any namespace).
+func podPlacementPolicy(tolerableTaints, priorityClasses []string) admissionPolicy {
+	return admissionPolicy{
+		name:  PodPlacementPolicy,
+		rules: []admissionRule{{group: "", resources: []string{"pods"}, operations: createUpdate}},
+		variables: []celNamed{
+			{"tenant", celTenant},
+			{"created", `request.operation == 'CREATE'`},
+			{"newTolerations", `object.spec.?tolerations.orValue([])
+	.filter(t, variables.created || !(t in oldObject.spec.?tolerations.orValue([])))`},
+			{"refusedTolerations", `variables.newTolerations
+	.filter(t, !(t.?key.orValue('') in $TOLERABLE))
+	.map(t, t.?key.orValue('') == '' ? '(every taint)' : t.key)`},
+			{"nodeName", `variables.created ? object.spec.?nodeName.orValue('') : ''`},
+			{"scheduler", `variables.created ? object.spec.?schedulerName.orValue($SCHEDULER) : $SCHEDULER`},
+			{"priorityClass", `variables.created ? object.spec.?priorityClassName.orValue('') : ''`},
+		},
+		validations: []celValidation{
+			{
+				expression: `size(variables.refusedTolerations) == 0`,
+				message: `'tenant ' + variables.tenant + ': pod ' + object.metadata.name + ' tolerates taints ' +
+	variables.refusedTolerations.join(', ') + '; tenant pods may tolerate only ' + $TOLERABLE.join(', ')`,
+			},
+			{
+				expression: `variables.nodeName == ''`,
+				message: `'tenant ' + variables.tenant + ': pod ' + object.metadata.name + ' names node ' + variables.nodeName +
+	': tenant pods are placed by the scheduler, which applies the taints of cordoned and quarantined nodes'`,
+			},
+			{
+				expression: `variables.scheduler == $SCHEDULER`,
+				message: `'tenant ' + variables.tenant + ': pod ' + object.metadata.name + ' asks for scheduler ' + variables.scheduler +
+	'; tenant pods are placed by ' + $SCHEDULER`,
+			},
+			{
+				expression: `variables.priorityClass == '' || variables.priorityClass in $PRIORITY_CLASSES`,
+				message: `'tenant ' + variables.tenant + ': pod ' + object.metadata.name + ' asks for PriorityClass ' +
+	variables.priorityClass + '; tenant pods may use ' + ($PRIORITY_CLASSES.size() == 0 ? 'none' : $PRIORITY_CLASSES.join(', ')) +
+	': a higher priority preempts other tenants\' pods'`,
+			},
+		},
+		literals: map[string]string{
+			"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "TOLERABLE": celList(tolerableTaints),
+			"PRIORITY_CLASSES": celList(priorityClasses), "SCHEDULER": celString(DefaultScheduler),
+		},
+	}
+}
+
+// podPhasePolicy: a pod's phase and claim statuses are the kubelet's and the scheduler's to write. A tenant's syncer
+// holds patch on pods/status (loft-sh/vcluster v0.36.1 chart/templates/role.yaml), and a forged terminal phase tells
+// the resource-claim controller the pod is done: it releases the pod's claims (and deletes generated ones) while the
+// kubelet, which adopts the terminal phase, still runs the container through its grace period
+// (kubernetes v1.34.4 pkg/controller/resourceclaim/controller.go isPodDone; pkg/kubelet/kubelet_pods.go). The device
+// looks free, the next claim gets it. Quota also stops counting a terminal pod.
+var podPhasePolicy = admissionPolicy{
+	name:            PodPhasePolicy,
+	rules:           []admissionRule{{group: "", resources: []string{"pods/status"}, operations: update}},
+	matchConditions: []celNamed{{"tenant-identity", celTenantIdentity}},
+	variables: []celNamed{{"changed", `(object.status.?phase != oldObject.status.?phase ? ['phase'] : []) +
+	(object.status.?resourceClaimStatuses != oldObject.status.?resourceClaimStatuses ? ['resourceClaimStatuses'] : []) +
+	(object.status.?extendedResourceClaimStatus != oldObject.status.?extendedResourceClaimStatus ? ['extendedResourceClaimStatus'] : [])`}},
+	validations: []celValidation{{
+		expression: `size(variables.changed) == 0`,
+		message: `'pod ' + object.metadata.name + ': ' + request.userInfo.username + ' may not change status.' +
+	variables.changed.join(', status.') + '; the kubelet and the scheduler write them'`,
+	}},
+}
+
+// gracefulDeletePolicy: a pod deleted without a grace period is gone from the API at once, its claims are released
+// and its devices handed to the next claim, while the kubelet stops its containers only when it notices
+// (kubernetes v1.34.4 pkg/registry/core/pod/strategy.go CheckGracefulDelete; pkg/kubelet/kubelet_pods.go
+// HandlePodCleanups). Refused to a tenant's identities for a pod bound to a node and not yet finished (an unbound or
+// finished pod has no container to wait for), and refused for any pod created with terminationGracePeriodSeconds 0,
+// which makes a plain delete immediate too. vCluster passes a force delete inside the virtual cluster on to the host
+// (pkg/controllers/resources/pods/syncer.go), where it is refused in turn; a graceful delete goes through.
+var gracefulDeletePolicy = admissionPolicy{
+	name: GracefulDeletePolicy,
+	rules: []admissionRule{
+		{group: "", resources: []string{"pods"}, operations: remove},
+		{group: "", resources: []string{"pods"}, operations: create},
+	},
+	matchConditions: []celNamed{{"created-or-deleted-by-the-tenant", `request.operation == 'CREATE' || ` + celTenantIdentity}},
+	variables: []celNamed{
+		{"forced", `request.operation == 'DELETE' && request.?options.?gracePeriodSeconds.orValue(-1) == 0 &&
+	oldObject.spec.?nodeName.orValue('') != '' && !(oldObject.status.?phase.orValue('') in ['Succeeded', 'Failed'])`},
+		{"noGracePeriod", `request.operation == 'CREATE' && object.spec.?terminationGracePeriodSeconds.orValue(1) == 0`},
+	},
+	validations: []celValidation{
+		{
+			expression: `!variables.forced`,
+			message: `'pod ' + oldObject.metadata.name + ': ' + request.userInfo.username +
+	' may not delete a running pod without its grace period: its devices would be handed on while its containers still run'`,
+		},
+		{
+			expression: `!variables.noGracePeriod`,
+			message:    `'pod ' + object.metadata.name + ': terminationGracePeriodSeconds must be at least 1, so that a delete waits for its containers to stop'`,
+		},
+	},
+}

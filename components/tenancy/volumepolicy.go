@@ -1,0 +1,30 @@
+package tenancy
+
+import "github.com/gpu-tenancy/gpu-tenancy/components/naming"
+
+// volumeClaimPolicy: a PersistentVolumeClaim naming a volume (spec.volumeName) or selecting volumes by label
+// (spec.selector) binds an existing, available PersistentVolume, whoever's data it holds, instead of a new one its
+// storage class provisions. vCluster copies both fields to the host untranslated while PersistentVolume sync is off
+// (loft-sh/vcluster v0.36.1 pkg/controllers/resources/persistentvolumeclaims/translate.go), and the syncer may create
+// host claims itself. Refused at creation, and a tenant identity may not set volumeName later either (an unbound
+// claim's volumeName may be set by update, which the persistent-volume controller does under its own identity).
+var volumeClaimPolicy = admissionPolicy{
+	name:  VolumeClaimPolicy,
+	rules: []admissionRule{{group: "", resources: []string{"persistentvolumeclaims"}, operations: createUpdate}},
+	matchConditions: []celNamed{{"created-or-changed-by-the-tenant", `request.operation == 'CREATE' || (` + celTenantIdentity +
+		` && object.spec.?volumeName.orValue('') != oldObject.spec.?volumeName.orValue(''))`}},
+	variables: []celNamed{{"tenant", celTenant}},
+	validations: []celValidation{
+		{
+			expression: `object.spec.?volumeName.orValue('') == ''`,
+			message: `'tenant ' + variables.tenant + ': PersistentVolumeClaim ' + object.metadata.name + ' names volume ' +
+	object.spec.volumeName + '; tenant claims get new volumes from a storage class, not existing ones'`,
+		},
+		{
+			expression: `!has(object.spec.selector)`,
+			message: `'tenant ' + variables.tenant + ': PersistentVolumeClaim ' + object.metadata.name +
+	' selects existing volumes by label; tenant claims get new volumes from a storage class'`,
+		},
+	},
+	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel)},
+}

@@ -1,0 +1,160 @@
+package vcluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/toolbin"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// vclusterConfigTool loads values with vCluster's own config code (scripts/tools/vcluster-config).
+const vclusterConfigTool = "vcluster-config"
+
+// effectiveConfig is what vCluster computes from values: the chart's defaults under them, decoded strictly,
+// validated and defaulted. It fails the test with vCluster's own error when vCluster would refuse them.
+func effectiveConfig(t *testing.T, name string, values map[string]any) map[string]any {
+	t.Helper()
+	bin, err := toolbin.Path(vclusterConfigTool)
+	if err != nil && testing.Short() {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	raw, err := json.Marshal(values)
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "-name", name)
+	cmd.Stdin = bytes.NewReader(raw)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "vCluster refuses the values: %s", stderr.String())
+	var got struct {
+		Config     map[string]any `json:"config"`
+		ProFeature bool           `json:"proFeature"`
+	}
+	require.NoError(t, json.Unmarshal(out, &got))
+	got.Config["proFeature"] = got.ProFeature
+	return got.Config
+}
+
+// lookup follows a dotted path through decoded JSON; ok is false when a key is missing.
+func lookup(m map[string]any, path string) (any, bool) {
+	var cur any = m
+	for _, k := range strings.Split(path, ".") {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = mm[k]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// widening are the values switches that would widen the syncer's host rights or change what reaches the host
+// (docs/threat-model.md, "Values switches pinned off"), with the value each must keep.
+var widening = map[string]any{
+	"sync.toHost.namespaces.enabled":                 false,
+	"sync.toHost.networkPolicies.enabled":            false,
+	"sync.toHost.serviceAccounts.enabled":            false,
+	"sync.toHost.priorityClasses.enabled":            false,
+	"sync.fromHost.priorityClasses.enabled":          false,
+	"sync.toHost.persistentVolumes.enabled":          false,
+	"sync.toHost.storageClasses.enabled":             false,
+	"sync.toHost.ingresses.enabled":                  false,
+	"sync.toHost.podDisruptionBudgets.enabled":       false,
+	"sync.fromHost.nodes.enabled":                    false,
+	"controlPlane.distro.k8s.scheduler.enabled":      false,
+	"controlPlane.advanced.virtualScheduler.enabled": false,
+	"sync.toHost.pods.runtimeClassName":              "",
+	"sync.toHost.pods.priorityClassName":             "",
+	"integrations.kubeVirt.enabled":                  false,
+	"integrations.externalSecrets.enabled":           false,
+	"integrations.certManager.enabled":               false,
+	"integrations.istio.enabled":                     false,
+	"integrations.metricsServer.enabled":             false,
+	"privateNodes.enabled":                           false,
+	"experimental.deploy.host.manifests":             "",
+	"experimental.deploy.host.manifestsTemplate":     "",
+}
+
+// emptyOrAbsent are lists and maps that must stay empty: each entry would add RBAC rules or host objects.
+var emptyOrAbsent = []string{
+	"rbac.role.extraRules", "rbac.role.overwriteRules", "rbac.clusterRole.extraRules", "rbac.clusterRole.overwriteRules",
+	"networking.replicateServices.fromHost", "sync.toHost.customResources", "sync.fromHost.customResources", "plugins",
+}
+
+func TestVClusterAcceptsTheValuesAndKeepsEveryWideningSwitchOff(t *testing.T) {
+	for _, tc := range valueCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := effectiveConfig(t, tc.args.Tenant, releasedValues(t, tc.args))
+			for path, want := range widening {
+				got, ok := lookup(cfg, path)
+				if !ok {
+					got = want // an absent switch keeps its zero value, which is the off it must be
+				}
+				assert.Equal(t, want, got, "%s widens the syncer's host rights", path)
+			}
+			for _, path := range emptyOrAbsent {
+				if got, ok := lookup(cfg, path); ok && got != nil {
+					assert.Empty(t, got, "%s adds rules or host objects", path)
+				}
+			}
+			for _, path := range []string{"sync.toHost.resourceClaims.enabled", "sync.toHost.resourceClaimTemplates.enabled",
+				"sync.fromHost.deviceClasses.enabled"} {
+				got, _ := lookup(cfg, path)
+				assert.Equal(t, true, got, "%s: the tenant's GPUs reach it only through DRA sync", path)
+			}
+			assert.Equal(t, true, cfg["proFeature"], "DRA sync is vCluster Pro: a platform connection is needed")
+			selector, _ := lookup(cfg, "sync.fromHost.deviceClasses.selector.matchLabels")
+			assert.Equal(t, map[string]any{tc.args.ClassSelectorLabel: "true"}, selector, "only the tenant's own classes")
+		})
+	}
+}
+
+func TestVClusterReadsTheSettingsAsTheProgramMeansThem(t *testing.T) {
+	args := tenantArgs(func(a *VirtualClusterArgs) {
+		a.PodSecurity = "restricted"
+		a.GPUTolerations = []cluster.Taint{cluster.GPUTaint}
+		a.Platform = &PlatformConnection{Host: "platform.example.com", Project: DefaultProject}
+		a.KubeconfigServer = "https://team-a.vc.example.com"
+	})
+	cfg := effectiveConfig(t, args.Tenant, releasedValues(t, args))
+	for path, want := range map[string]any{
+		"policies.podSecurityStandard":        "restricted",
+		"platform.apiKey.secretName":          APIKeySecretName,
+		"exportKubeConfig.server":             "https://team-a.vc.example.com",
+		"sync.toHost.pods.enforceTolerations": []any{enforcedToleration(cluster.GPUTaint)},
+	} {
+		got, ok := lookup(cfg, path)
+		assert.True(t, ok, "%s is not in vCluster's config", path)
+		assert.Equal(t, want, got, path)
+	}
+	namespace, _ := lookup(cfg, "platform.apiKey.namespace")
+	assert.Empty(t, namespace, "the key is read from the vCluster's own namespace")
+}
+
+func TestVClusterRefusesWhatItWouldMisread(t *testing.T) {
+	bin, err := toolbin.Path(vclusterConfigTool)
+	if err != nil && testing.Short() {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	for name, values := range map[string]string{
+		"a misspelt key":              `{"sync": {"toHost": {"resourceClaim": {"enabled": true}}}}`,
+		"an unknown security level":   `{"policies": {"podSecurityStandard": "strict"}}`,
+		"a toleration it cannot read": `{"sync": {"toHost": {"pods": {"enforceTolerations": ["nvidia.com/gpu:NoSchedule:x"]}}}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(bin, "-name", "team-a")
+			cmd.Stdin = strings.NewReader(values)
+			assert.Error(t, cmd.Run(), "vCluster must refuse %s", values)
+		})
+	}
+}

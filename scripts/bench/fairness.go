@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The load of the fairness part: bounded in clients, time and place (loopback, a control plane of its own).
+const (
+	floodClients  = 32
+	floodFor      = 8 * time.Second
+	settleFor     = 2 * time.Second
+	fairnessFlags = "--max-requests-inflight=12 --max-mutating-requests-inflight=6"
+)
+
+// benchFairness measures what API Priority and Fairness does for the others while one tenant floods the API server
+// with its syncer's own token: the other tenant's syncer and the DRA driver each GET in a loop and their latencies are
+// timed, without and with the flood, with the platform's FlowSchemas and after they are deleted (every service account
+// then falls into the bootstrap service-accounts schema at workload-low). The API server's concurrency is set low
+// (fairnessFlags) so that its seats, which fairness shares out, run out before the two cores do. It returns lines to
+// print; it asserts nothing.
+func benchFairness(ctx context.Context, root string) ([]string, error) {
+	dir, err := os.MkdirTemp("", "gpu-tenancy-bench-fairness-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cl, err := startCluster(ctx, root, filepath.Join(dir, "cluster"), "GT_APISERVER_ARGS="+fairnessFlags)
+	defer cl.purge()
+	if err != nil {
+		return nil, err
+	}
+	st, err := engine.Open(ctx, engine.Options{
+		RepoRoot: root, Stack: "local", WorkDir: filepath.Join(dir, "work"), StateDir: filepath.Join(dir, "state"),
+		Passphrase: "bench", Config: map[string]string{pipeline.Namespace + ":existing": "{}"},
+		SecretConfig: map[string]string{pipeline.Namespace + ":kubeconfig": string(cl.rawKubeconfig)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(os.Stderr, "bench: fairness: up of the local stack")
+	if _, err := st.Up(ctx); err != nil {
+		return nil, fmt.Errorf("up: %w", err)
+	}
+
+	flooder, victim := "legal-ai", "research-ai"
+	driverNS := naming.DriverNamespace
+	if err := driverAccount(ctx, cl, driverNS); err != nil {
+		return nil, err
+	}
+	clients := map[string]*loadClient{}
+	for who, sa := range map[string][2]string{
+		"flood":  {naming.Namespace(flooder), "vc-" + flooder},
+		"tenant": {naming.Namespace(victim), "vc-" + victim},
+		"driver": {driverNS, "kubelet-plugin"},
+	} {
+		if clients[who], err = newLoadClient(ctx, cl, sa[0], sa[1]); err != nil {
+			return nil, err
+		}
+	}
+	paths := map[string]string{
+		"flood":  "/api/v1/namespaces/" + naming.Namespace(flooder) + "/pods",
+		"tenant": "/api/v1/namespaces/" + naming.Namespace(victim) + "/pods?limit=1",
+		"driver": "/apis/resource.k8s.io/v1/resourceslices?limit=1",
+	}
+
+	lines := []string{"", fmt.Sprintf("API FAIRNESS: tenant %s's syncer token floods (%d clients for %s) while tenant %s's syncer "+
+		"and the DRA driver each GET in a loop; kube-apiserver %s", flooder, floodClients, floodFor, victim, fairnessFlags)}
+	table := [][]string{{"WHO", "FLOWSCHEMAS", "FLOOD", "P50", "P99", "SERVED", "429s"}}
+	for _, schemas := range []bool{true, false} {
+		if !schemas {
+			if err := deleteFairness(ctx, cl); err != nil {
+				return lines, err
+			}
+		}
+		for _, flood := range []bool{false, true} {
+			fmt.Fprintf(os.Stderr, "bench: fairness: flow schemas %v, flood %v\n", schemas, flood)
+			res := measureFairness(ctx, clients, paths, flood)
+			for _, who := range []string{"tenant", "driver", "flood"} {
+				r, ok := res[who]
+				if !ok {
+					continue
+				}
+				label := map[string]string{"tenant": "other tenant's syncer", "driver": "DRA driver", "flood": "flooding tenant"}[who]
+				table = append(table, []string{label, onOff(schemas), onOff(flood), ms(r.percentile(50)), ms(r.percentile(99)),
+					fmt.Sprint(r.served), fmt.Sprint(r.rejected)})
+			}
+		}
+	}
+	return append(lines, formatTable(table)...), nil
+}
+
+// driverAccount plays the DRA driver's kubelet plugin: a service account in the driver's namespace that may read
+// ResourceSlices.
+func driverAccount(ctx context.Context, cl *benchCluster, ns string) error {
+	cs := cl.client
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kubelet-plugin"}},
+		metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "bench-dra-driver"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "bench-dra-driver"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "bench-dra-driver"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "kubelet-plugin", Namespace: ns}},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// deleteFairness removes the platform's flow schemas and priority level, as a cluster without them would be.
+func deleteFairness(ctx context.Context, cl *benchCluster) error {
+	fc := cl.client.FlowcontrolV1()
+	list, err := fc.FlowSchemas().List(ctx, metav1.ListOptions{LabelSelector: naming.ManagedByLabel + "=" + naming.ManagedBy})
+	if err != nil {
+		return err
+	}
+	for _, fs := range list.Items {
+		if err := fc.FlowSchemas().Delete(ctx, fs.Name, metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+	}
+	if err := fc.PriorityLevelConfigurations().Delete(ctx, tenancy.TenantsPriorityLevel, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	time.Sleep(settleFor) // the API server's flow-control configuration follows its informers
+	return nil
+}
+
+// loadClient sends GETs with one service account's token.
+type loadClient struct {
+	host string
+	http *http.Client
+}
+
+func newLoadClient(ctx context.Context, cl *benchCluster, ns, sa string) (*loadClient, error) {
+	token, err := cl.client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("token of %s/%s: %w", ns, sa, err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", cl.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	anon := rest.AnonymousClientConfig(cfg)
+	anon.BearerToken = token.Status.Token
+	transport, err := rest.TransportFor(anon)
+	if err != nil {
+		return nil, err
+	}
+	return &loadClient{host: anon.Host, http: &http.Client{Transport: transport, Timeout: 70 * time.Second}}, nil
+}
+
+// get sends one GET and reports its latency and whether the API server turned it away (429).
+func (c *loadClient) get(ctx context.Context, path string) (time.Duration, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.host+path, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, false, err
+	}
+	resp.Body.Close()
+	return time.Since(start), resp.StatusCode == http.StatusTooManyRequests, nil
+}
+
+// latencies of the requests one client got served, and how many it sent and had turned away.
+type latencies struct {
+	latencies []time.Duration
+	served    int64
+	rejected  int64
+}
+
+func (l latencies) percentile(p int) time.Duration {
+	if len(l.latencies) == 0 {
+		return 0
+	}
+	s := slices.Clone(l.latencies)
+	slices.Sort(s)
+	return s[(len(s)-1)*p/100]
+}
+
+// measureFairness runs the two measured clients in a loop for floodFor, with or without the flood alongside.
+func measureFairness(ctx context.Context, clients map[string]*loadClient, paths map[string]string, flood bool) map[string]latencies {
+	ctx, cancel := context.WithTimeout(ctx, floodFor)
+	defer cancel()
+	var mu sync.Mutex
+	out := map[string]latencies{}
+	var wg sync.WaitGroup
+	run := func(who string) {
+		defer wg.Done()
+		var mine latencies
+		for ctx.Err() == nil {
+			d, rejected, err := clients[who].get(ctx, paths[who])
+			if err != nil {
+				continue
+			}
+			if rejected {
+				mine.rejected++
+				continue
+			}
+			mine.served++
+			mine.latencies = append(mine.latencies, d)
+		}
+		mu.Lock()
+		out[who] = mine
+		mu.Unlock()
+	}
+	for _, who := range []string{"tenant", "driver"} {
+		wg.Add(1)
+		go run(who)
+	}
+	if flood {
+		var served, rejected atomic.Int64
+		var floodWG sync.WaitGroup
+		for i := 0; i < floodClients; i++ {
+			floodWG.Add(1)
+			go func() {
+				defer floodWG.Done()
+				for ctx.Err() == nil {
+					if _, r, err := clients["flood"].get(ctx, paths["flood"]); err == nil {
+						if r {
+							rejected.Add(1)
+						} else {
+							served.Add(1)
+						}
+					}
+				}
+			}()
+		}
+		floodWG.Wait()
+		mu.Lock()
+		// The flood's own latencies are not what this measures, only how much of it got through.
+		out["flood"] = latencies{served: served.Load(), rejected: rejected.Load()}
+		mu.Unlock()
+	}
+	wg.Wait()
+	return out
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func ms(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+}
+
+// formatTable lays rows out in columns two spaces apart.
+func formatTable(rows [][]string) []string {
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], len(c))
+		}
+	}
+	out := make([]string, len(rows))
+	for j, r := range rows {
+		var b strings.Builder
+		for i, c := range r {
+			fmt.Fprintf(&b, "%-*s  ", widths[i], c)
+		}
+		out[j] = strings.TrimRight(b.String(), " ")
+	}
+	return out
+}

@@ -1,0 +1,452 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	"github.com/gpu-tenancy/gpu-tenancy/tests/probe"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	nodev1 "k8s.io/api/node/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// attack is one thing a hostile tenant tries with its syncer's token. It is dry-run wherever the API allows, so a
+// guard that failed would leave nothing behind; admission runs on dry-run requests as on real ones.
+type attack struct {
+	name string
+	// guard is the ValidatingAdmissionPolicy that must refuse it; the API server names it in the refusal.
+	guard   string
+	message string
+	try     func(ctx context.Context, as kubernetes.Interface, ns string) error
+}
+
+// gpuToleration is what vCluster adds to every pod it syncs, so a tenant's pods reach the GPU nodes.
+var gpuToleration = corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+
+// tenantPod is a pod that passes the restricted Pod Security Standard and tolerates the GPU taint, as a tenant's
+// synced pods do, edited by edit.
+func tenantPod(ns, name string, edit func(*corev1.Pod)) *corev1.Pod {
+	p := plainPod(ns, name)
+	p.Spec.Tolerations = []corev1.Toleration{gpuToleration}
+	if edit != nil {
+		edit(p)
+	}
+	return p
+}
+
+func createPod(edit func(*corev1.Pod)) func(context.Context, kubernetes.Interface, string) error {
+	return func(ctx context.Context, as kubernetes.Interface, ns string) error {
+		_, err := as.CoreV1().Pods(ns).Create(ctx, tenantPod(ns, "hostile", edit), dryRun)
+		return err
+	}
+}
+
+func withEnv(name, value string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: name, Value: value}} }
+}
+
+func withAnnotation(key string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Annotations = map[string]string{key: "nvidia.com/gpu=all"} }
+}
+
+func withTolerations(ts ...corev1.Toleration) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Spec.Tolerations = append(p.Spec.Tolerations, ts...) }
+}
+
+func createClaim(requests ...resourcev1.DeviceRequest) func(context.Context, kubernetes.Interface, string) error {
+	return func(ctx context.Context, as kubernetes.Interface, ns string) error {
+		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: requests}}}
+		_, err := as.ResourceV1().ResourceClaims(ns).Create(ctx, c, dryRun)
+		return err
+	}
+}
+
+func createService(edit func(*corev1.Service)) func(context.Context, kubernetes.Interface, string) error {
+	return func(ctx context.Context, as kubernetes.Interface, ns string) error {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443}}}}
+		edit(svc)
+		_, err := as.CoreV1().Services(ns).Create(ctx, svc, dryRun)
+		return err
+	}
+}
+
+func createVolumeClaim(edit func(*corev1.PersistentVolumeClaim)) func(context.Context, kubernetes.Interface, string) error {
+	return func(ctx context.Context, as kubernetes.Interface, ns string) error {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceQuantity("1Gi")}}}}
+		edit(pvc)
+		_, err := as.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, dryRun)
+		return err
+	}
+}
+
+// tolerating is a request of the tenant's granted class that tolerates a device taint, directly or in firstAvailable.
+func tolerating(class string, first bool, toleration resourcev1.DeviceToleration) resourcev1.DeviceRequest {
+	if first {
+		return resourcev1.DeviceRequest{Name: "gpu", FirstAvailable: []resourcev1.DeviceSubRequest{{Name: "any", DeviceClassName: class,
+			AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1, Tolerations: []resourcev1.DeviceToleration{toleration}}}}
+	}
+	return resourcev1.DeviceRequest{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class,
+		Tolerations: []resourcev1.DeviceToleration{toleration}}}
+}
+
+// attacksOn are the vectors of docs/threat-model.md that admission refuses, against a tenant granted class.
+func attacksOn(tenant, class string) []attack {
+	everyDeviceTaint := resourcev1.DeviceToleration{Operator: resourcev1.DeviceTolerationOpExists}
+	faulty := resourcev1.DeviceToleration{Key: "gpu.nvidia.com/xid", Operator: resourcev1.DeviceTolerationOpExists}
+	return []attack{
+		{"the NVIDIA runtime class", tenancy.NodeDevicePolicy, "RuntimeClass nvidia is not one tenants may use",
+			createPod(func(p *corev1.Pod) { p.Spec.RuntimeClassName = ptr.To("nvidia") })},
+		{"CUDA_VERSION, which makes a legacy image take every GPU", tenancy.RuntimeEnvPolicy, "set NVIDIA runtime variables",
+			createPod(withEnv("CUDA_VERSION", "12.4.1"))},
+		{"IMEX channels", tenancy.RuntimeEnvPolicy, "set NVIDIA runtime variables", createPod(withEnv("NVIDIA_IMEX_CHANNELS", "0"))},
+		{"GPUDirect Storage devices", tenancy.RuntimeEnvPolicy, "set NVIDIA runtime variables", createPod(withEnv("NVIDIA_GDS", "enabled"))},
+		{"every GPU by variable", tenancy.RuntimeEnvPolicy, "set NVIDIA runtime variables", createPod(withEnv("NVIDIA_VISIBLE_DEVICES", "all"))},
+		{"CDI devices by annotation", tenancy.NodeDevicePolicy, "annotations cdi.k8s.io/hostile", createPod(withAnnotation("cdi.k8s.io/hostile"))},
+		{"CDI devices through the NRI plugin", tenancy.NodeDevicePolicy, "annotations nvidia.cdi.k8s.io/pod", createPod(withAnnotation("nvidia.cdi.k8s.io/pod"))},
+		{"CRI-O devices by annotation", tenancy.NodeDevicePolicy, "devices.crio.io", createPod(withAnnotation("devices.crio.io"))},
+		{"the toolkit's device-list mount", tenancy.NodeDevicePolicy, "device-list path", createPod(func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "d", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "d", MountPath: "/var/run/nvidia-container-devices/all"}}
+		})},
+		{"a toleration of every taint", tenancy.PodPlacementPolicy, "tolerates taints (every taint)",
+			createPod(withTolerations(corev1.Toleration{Operator: corev1.TolerationOpExists}))},
+		{"cordoned nodes", tenancy.PodPlacementPolicy, "node.kubernetes.io/unschedulable",
+			createPod(withTolerations(corev1.Toleration{Key: "node.kubernetes.io/unschedulable", Operator: corev1.TolerationOpExists}))},
+		{"a node picked past the scheduler", tenancy.PodPlacementPolicy, "names node gpu-a100-whole-0",
+			createPod(func(p *corev1.Pod) { p.Spec.NodeName = "gpu-a100-whole-0" })},
+		{"another scheduler", tenancy.PodPlacementPolicy, "asks for scheduler",
+			createPod(func(p *corev1.Pod) { p.Spec.SchedulerName = "lenient" })},
+		{"system-node-critical priority", tenancy.PodPlacementPolicy, "asks for PriorityClass system-node-critical",
+			createPod(func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-node-critical" })},
+		{"a pod without a grace period", tenancy.GracefulDeletePolicy, "terminationGracePeriodSeconds must be at least 1",
+			createPod(func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(0)) })},
+		{"externalIPs", tenancy.ServicePolicy, "sets externalIPs 203.0.113.10",
+			createService(func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"203.0.113.10"} })},
+		{"a claim on an existing volume", tenancy.VolumeClaimPolicy, "names volume",
+			createVolumeClaim(func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeName = "someone-elses" })},
+		{"every device taint tolerated", naming.EntitlementPolicy(tenant), "tolerate device taints",
+			createClaim(tolerating(class, false, everyDeviceTaint))},
+		{"a faulty device's taint tolerated through firstAvailable", naming.EntitlementPolicy(tenant), "tolerate device taints",
+			createClaim(tolerating(class, true, faulty))},
+	}
+}
+
+// checkHostileTenant: every vector refused, as the syncer's own token, in a tenant namespace of each Pod Security
+// level, by the guard that names it; and the legitimate neighbours still admitted.
+// nvidiaRuntimeClass creates the RuntimeClass the GPU Operator creates on Kapsule, for the test's duration: with it
+// present, a refusal can only be the guard's, not the RuntimeClass admission plugin's.
+func nvidiaRuntimeClass(t *testing.T, ctx context.Context) {
+	_, err := client.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "nvidia"}, Handler: "nvidia"},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = client.NodeV1().RuntimeClasses().Delete(context.Background(), "nvidia", metav1.DeleteOptions{})
+	})
+}
+
+func checkHostileTenant(t *testing.T, ctx context.Context) {
+	nvidiaRuntimeClass(t, ctx)
+
+	for tenant, class := range map[string]string{legal: whole, research: slice} {
+		ns := naming.Namespace(tenant)
+		syncer, _ := syncerOf(t, ctx, tenant)
+		t.Run(tenant+" ("+tenantLevels[tenant]+")", func(t *testing.T) {
+			for _, a := range attacksOn(tenant, class) {
+				t.Run(a.name, func(t *testing.T) {
+					requireDenied(t, a.try(ctx, syncer, ns), a.guard, a.message)
+				})
+			}
+			t.Run("the neighbours are admitted", func(t *testing.T) {
+				_, err := syncer.CoreV1().Pods(ns).Create(ctx, tenantPod(ns, "neighbour", nil), dryRun)
+				assert.NoError(t, err, "a plain pod with the GPU taint's toleration")
+				_, err = syncer.CoreV1().Pods(ns).Create(ctx, tenantPod(ns, "void", withEnv("NVIDIA_VISIBLE_DEVICES", tenancy.NoDevices)), dryRun)
+				assert.NoError(t, err, "a pod that asks for no GPU at all")
+				assert.NoError(t, createService(func(*corev1.Service) {})(ctx, syncer, ns), "a ClusterIP service")
+				// legal-ai holds its whole quota by now: a claim of its class may be refused by the quota, never by a policy.
+				err = createClaim(resourcev1.DeviceRequest{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class}})(ctx, syncer, ns)
+				if err != nil {
+					assert.Contains(t, err.Error(), "exceeded quota: "+naming.TenantQuota, "a claim of the granted class")
+				}
+				assert.NoError(t, createVolumeClaim(func(*corev1.PersistentVolumeClaim) {})(ctx, syncer, ns), "a claim on a new volume")
+			})
+			t.Run("shared capacity is capped by the quota", func(t *testing.T) { checkSharedCapacityQuota(t, ctx, syncer, ns) })
+			t.Run("endpoints may not point at link-local addresses", func(t *testing.T) { checkEndpointAddresses(t, ctx, syncer, ns) })
+			t.Run("externalIPs may not be added to a Service later", func(t *testing.T) {
+				svc, err := syncer.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+					Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443}}}}, metav1.CreateOptions{})
+				require.NoError(t, err)
+				t.Cleanup(func() {
+					_ = client.CoreV1().Services(ns).Delete(context.Background(), svc.Name, metav1.DeleteOptions{})
+				})
+				err = rawPatch(ctx, syncer, types.MergePatchType, "/api/v1/namespaces/"+ns+"/services/web", `{"spec":{"externalIPs":["203.0.113.10"]}}`)
+				requireDenied(t, err, tenancy.ServicePolicy)
+			})
+		})
+	}
+}
+
+// checkSharedCapacityQuota: a tenant cannot take the shared capacity through Services, node ports or load balancers,
+// and a container asking for nothing still costs the minimum.
+func checkSharedCapacityQuota(t *testing.T, ctx context.Context, as kubernetes.Interface, ns string) {
+	for _, tc := range []struct {
+		name, key string
+		edit      func(*corev1.Service)
+	}{
+		{"a load balancer", "services.loadbalancers", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeLoadBalancer }},
+		{"a node port", "services.nodeports", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := createService(tc.edit)(ctx, as, ns)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "exceeded quota: "+naming.TenantQuota)
+			assert.Contains(t, err.Error(), tc.key)
+		})
+	}
+	t.Run("a container that asks for no CPU", func(t *testing.T) {
+		_, err := as.CoreV1().Pods(ns).Create(ctx, tenantPod(ns, "free", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resourceQuantity("0")}
+		}), dryRun)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "minimum cpu usage per Container is 10m")
+	})
+	quota, err := client.CoreV1().ResourceQuotas(ns).Get(ctx, naming.TenantQuota, metav1.GetOptions{})
+	require.NoError(t, err)
+	for key := range tenancy.ObjectQuotaKeys {
+		assert.Contains(t, quota.Spec.Hard, corev1.ResourceName(key), "object count %s", key)
+	}
+}
+
+// checkEndpointAddresses: a selector-less Service's endpoints are the tenant's to write, but the API server refuses
+// link-local addresses, the cloud metadata endpoints among them (kubernetes v1.34.4 pkg/apis/core/validation
+// ValidateEndpointIP), so no tenant Service can route its callers to a node's credentials.
+func checkEndpointAddresses(t *testing.T, ctx context.Context, as kubernetes.Interface, ns string) {
+	ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "metadata", Namespace: ns},
+		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "169.254.169.254"}}, Ports: []corev1.EndpointPort{{Port: 80}}}}}
+	_, err := as.CoreV1().Endpoints(ns).Create(ctx, ep, dryRun)
+	require.Error(t, err)
+	assert.True(t, apierrors.IsInvalid(err), "%v", err)
+	assert.Contains(t, err.Error(), "link-local")
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "metadata", Namespace: ns}, AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"169.254.169.254"}}}}
+	_, err = as.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, dryRun)
+	require.Error(t, err)
+	assert.True(t, apierrors.IsInvalid(err), "%v", err)
+}
+
+const fillerLabel = "gpu-tenancy.test/filler"
+
+// checkObjectCountQuota: pods and empty claims, which cost no device, run into the tenant's object counts
+// (research-ai's are set low in stacks/Pulumi.local.yaml).
+func checkObjectCountQuota(t *testing.T, ctx context.Context) {
+	ns := naming.Namespace(research)
+	syncer, _ := syncerOf(t, ctx, research)
+	for _, tc := range []struct {
+		key    corev1.ResourceName
+		create func(i int) error
+		clean  func() error
+	}{
+		{"pods", func(i int) error {
+			p := plainPod(ns, fmt.Sprintf("filler-%d", i))
+			p.Labels = map[string]string{fillerLabel: "true"}
+			_, err := syncer.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			return err
+		}, func() error {
+			return client.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))},
+				metav1.ListOptions{LabelSelector: fillerLabel})
+		}},
+		{"count/resourceclaims.resource.k8s.io", func(i int) error {
+			c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("empty-%d", i), Namespace: ns}}
+			_, err := syncer.ResourceV1().ResourceClaims(ns).Create(ctx, c, metav1.CreateOptions{})
+			return err
+		}, func() error {
+			for i := 0; i < 50; i++ {
+				_ = client.ResourceV1().ResourceClaims(ns).Delete(context.Background(), fmt.Sprintf("empty-%d", i), metav1.DeleteOptions{})
+			}
+			return nil
+		}},
+	} {
+		t.Run(string(tc.key), func(t *testing.T) {
+			t.Cleanup(func() { _ = tc.clean() })
+			var err error
+			created := 0
+			// The quota's usage catches up with each create before the next, so the refusal comes at the limit.
+			for ; created < 50; created++ {
+				if err = tc.create(created); err != nil {
+					break
+				}
+			}
+			require.Error(t, err, "%d objects created and no quota refused them", created)
+			assert.Contains(t, err.Error(), "exceeded quota: "+naming.TenantQuota)
+			assert.Contains(t, err.Error(), string(tc.key))
+			t.Logf("%s: refused after %d more", tc.key, created)
+		})
+	}
+}
+
+// checkClaimRelease: a tenant cannot make the platform believe a device is free while a container may still hold it.
+// Each attempt is a raw request, as the syncer's token would send it without reading first, on a claim the real
+// scheduler allocated to a pod it bound.
+func checkClaimRelease(t *testing.T, ctx context.Context) {
+	holders := map[string]string{legal: "whole-a", research: "slice-a"}
+	for tenant, podName := range holders {
+		ns := naming.Namespace(tenant)
+		syncer, user := syncerOf(t, ctx, tenant)
+		t.Run(tenant, func(t *testing.T) {
+			pod, err := client.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+			require.NoError(t, err)
+			require.NotEmpty(t, pod.Spec.NodeName, "the scheduler bound the holder")
+			claimName := probe.ClaimOf(pod)
+			require.NotEmpty(t, claimName)
+			claim, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+			require.NoError(t, err)
+			require.NotNil(t, claim.Status.Allocation, "the claim is allocated")
+			require.Contains(t, claim.Finalizers, tenancy.DeleteProtectionFinalizer)
+
+			claimPath := "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + claimName
+			podPath := "/api/v1/namespaces/" + ns + "/pods/" + podName
+			for _, a := range []struct {
+				name, guard string
+				try         func() error
+			}{
+				{"the delete protection stripped by JSON patch", tenancy.ClaimDeleteProtectionPolicy, func() error {
+					return rawPatch(ctx, syncer, types.JSONPatchType, claimPath, `[{"op":"remove","path":"/metadata/finalizers"}]`)
+				}},
+				{"the delete protection stripped by merge patch", tenancy.ClaimDeleteProtectionPolicy, func() error {
+					return rawPatch(ctx, syncer, types.MergePatchType, claimPath, `{"metadata":{"finalizers":null}}`)
+				}},
+				{"the holder's phase forged", tenancy.PodPhasePolicy, func() error {
+					return rawPatch(ctx, syncer, types.MergePatchType, podPath+"/status", `{"status":{"phase":"Failed"}}`)
+				}},
+				{"the holder's claim statuses forged", tenancy.PodPhasePolicy, func() error {
+					return rawPatch(ctx, syncer, types.MergePatchType, podPath+"/status",
+						`{"status":{"resourceClaimStatuses":[{"name":"gpu","resourceClaimName":"someone-elses"}]}}`)
+				}},
+				{"the holder force-deleted", tenancy.GracefulDeletePolicy, func() error {
+					return syncer.CoreV1().RESTClient().Delete().AbsPath(podPath).Param("dryRun", "All").
+						Body([]byte(`{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0}`)).Do(ctx).Error()
+				}},
+			} {
+				t.Run(a.name, func(t *testing.T) { requireDenied(t, a.try(), a.guard, user) })
+			}
+			t.Run("a graceful delete is admitted", func(t *testing.T) {
+				err := syncer.CoreV1().Pods(ns).Delete(ctx, podName, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll},
+					GracePeriodSeconds: ptr.To(int64(30))})
+				assert.NoError(t, err)
+			})
+			after, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, claim.Status, after.Status, "the claim is still allocated and reserved")
+			assert.Contains(t, after.Finalizers, tenancy.DeleteProtectionFinalizer)
+		})
+	}
+}
+
+func resourceQuantity(s string) apiresource.Quantity { return apiresource.MustParse(s) }
+
+// rawPatch sends a patch without reading the object first.
+func rawPatch(ctx context.Context, as kubernetes.Interface, pt types.PatchType, path, body string) error {
+	return as.CoreV1().RESTClient().Patch(pt).AbsPath(path).Param("dryRun", "All").Body([]byte(body)).Do(ctx).Error()
+}
+
+// checkEachGuardIsWhatRefuses removes one guard's binding at a time and sees the attack it stops admitted, then puts
+// the binding back: each refusal above is that guard's, and would not happen without it.
+func checkEachGuardIsWhatRefuses(t *testing.T, ctx context.Context) {
+	nvidiaRuntimeClass(t, ctx)
+	// research-ai has room in its device quota, so a claim the entitlement policy would refuse is admitted without it.
+	syncer, _ := syncerOf(t, ctx, research)
+	ns := naming.Namespace(research)
+	byGuard := map[string]attack{}
+	for _, a := range attacksOn(research, slice) {
+		if _, ok := byGuard[a.guard]; !ok {
+			byGuard[a.guard] = a
+		}
+	}
+	holder, err := client.CoreV1().Pods(ns).Get(ctx, "slice-a", metav1.GetOptions{})
+	require.NoError(t, err)
+	claimPath := "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + probe.ClaimOf(holder)
+	podPath := "/api/v1/namespaces/" + ns + "/pods/slice-a"
+	for guard, try := range map[string]func(context.Context, kubernetes.Interface, string) error{
+		tenancy.ClaimDeleteProtectionPolicy: func(ctx context.Context, as kubernetes.Interface, _ string) error {
+			return rawPatch(ctx, as, types.MergePatchType, claimPath, `{"metadata":{"finalizers":null}}`)
+		},
+		tenancy.PodPhasePolicy: func(ctx context.Context, as kubernetes.Interface, _ string) error {
+			return rawPatch(ctx, as, types.MergePatchType, podPath+"/status", `{"status":{"phase":"Failed"}}`)
+		},
+	} {
+		byGuard[guard] = attack{name: guard, guard: guard, try: try}
+	}
+	for guard, a := range byGuard {
+		t.Run(guard, func(t *testing.T) {
+			requireDenied(t, a.try(ctx, syncer, ns), guard)
+			bindings := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+			saved, err := bindings.Get(ctx, guard, metav1.GetOptions{})
+			require.NoError(t, err)
+			require.NoError(t, bindings.Delete(ctx, guard, metav1.DeleteOptions{}))
+			restore := func() {
+				b := saved.DeepCopy()
+				b.ObjectMeta = metav1.ObjectMeta{Name: saved.Name, Labels: saved.Labels, Annotations: saved.Annotations}
+				_, err := bindings.Create(context.Background(), b, metav1.CreateOptions{})
+				if !apierrors.IsAlreadyExists(err) {
+					require.NoError(t, err)
+				}
+			}
+			defer restore()
+			within(t, ctx, 20*time.Second, func() error {
+				if err := a.try(ctx, syncer, ns); err != nil {
+					return errorf("still refused without %s: %v", guard, err)
+				}
+				return nil
+			})
+			restore()
+			within(t, ctx, 20*time.Second, func() error {
+				err := a.try(ctx, syncer, ns)
+				if err == nil || !strings.Contains(err.Error(), guard) {
+					return errorf("not refused by %s again: %v", guard, err)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// checkPlatformKeys: each tenant's vCluster has its own platform access key, which no other tenant's syncer can read,
+// as the vCluster chart's own RBAC renders for the program's values (SubjectAccessReview for every syncer against every
+// key Secret).
+func checkPlatformKeys(t *testing.T, ctx context.Context, keys map[string]string) {
+	tenants := []string{legal, research}
+	for _, owner := range tenants {
+		secret, err := client.CoreV1().Secrets(naming.Namespace(owner)).Get(ctx, "vcluster-platform-api-key", metav1.GetOptions{})
+		require.NoError(t, err, "tenant %s has its key", owner)
+		assert.Equal(t, keys[owner], string(secret.Data["accessKey"]))
+		assert.Equal(t, owner, string(secret.Data["name"]), "the key belongs to the platform's instance of the tenant")
+		for _, reader := range tenants {
+			user := "system:serviceaccount:" + naming.Namespace(reader) + ":vc-" + reader
+			for _, verb := range []string{"get", "list", "watch"} {
+				got := allowed(t, ctx, user, authorizationv1.ResourceAttributes{Namespace: naming.Namespace(owner), Verb: verb,
+					Resource: "secrets", Name: secret.Name})
+				assert.Equal(t, reader == owner, got, "%s %s the key of %s", user, verb, owner)
+			}
+		}
+	}
+	assert.False(t, allowed(t, ctx, "system:serviceaccount:"+naming.Namespace(legal)+":vc-"+legal, authorizationv1.ResourceAttributes{
+		Namespace: naming.PlatformNamespace, Verb: "get", Resource: "secrets"}), "no tenant reads anything in the platform's namespace")
+}
