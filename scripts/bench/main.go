@@ -141,8 +141,10 @@ func run(selected []string, planSizes, engineSizes []int) error {
 			break
 		}
 	}
-	if perr := printTable(rows, ratios); perr != nil {
-		return perr
+	if len(rows) > 0 {
+		if perr := printTable(rows, ratios); perr != nil {
+			return perr
+		}
 	}
 	for _, l := range sections {
 		fmt.Println(l)
