@@ -7,7 +7,7 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"

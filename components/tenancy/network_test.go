@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"

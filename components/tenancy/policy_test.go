@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 	"slices"
 	"testing"
 

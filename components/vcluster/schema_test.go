@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/gomod"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/gomod"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"

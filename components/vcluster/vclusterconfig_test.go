@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/toolbin"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/toolbin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 )
 
-// Hand-built objects shaped like the platform's and the NVIDIA DRA driver's (tests/fixtures/README.md).
+// Hand-built objects shaped like the platform's and the NVIDIA DRA driver's (internal/sim/README.md).
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
@@ -77,7 +77,7 @@ func migDevices(parentUUID string, n int) []resourcev1.Device {
 	return out
 }
 
-// simulatedSlices is tests/fixtures/simhw: two nodes with a whole A100 each, one node with seven 1g.5gb devices.
+// simulatedSlices is internal/sim/simhw/hardware: two nodes with a whole A100 each, one node with seven 1g.5gb devices.
 func simulatedSlices() []resourcev1.ResourceSlice {
 	return []resourcev1.ResourceSlice{
 		nodeSlice("gpu-a100-whole-0", 1, wholeGPU("gpu-0", "GPU-1")),

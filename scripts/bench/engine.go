@@ -12,10 +12,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/localcluster"
-	"github.com/gpu-tenancy/gpu-tenancy/tests/probe"
-	"github.com/gpu-tenancy/gpu-tenancy/tests/simhw"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/localcluster"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
 )
 
 // clusterEnv puts this benchmark's control plane on ports apart from the demo's (2xxxx) and the end-to-end

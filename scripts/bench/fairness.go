@@ -15,7 +15,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/gpu-tenancy/gpu-tenancy/internal/localdemo"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/localdemo"
 )
 
 func main() {

@@ -25,8 +25,8 @@ import (
 	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/mocktest"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/plan"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 )
 
 // plansDir holds the plans, relative to the project directory.

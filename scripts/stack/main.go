@@ -19,7 +19,7 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
 )
 
 func main() {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
-	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/ruletest"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/ruletest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

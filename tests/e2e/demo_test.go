@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/localdemo"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/syncbuf"
-	"github.com/gpu-tenancy/gpu-tenancy/tests/probe"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/localdemo"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/syncbuf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

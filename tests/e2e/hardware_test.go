@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gpu-tenancy/gpu-tenancy/tests/simhw"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"

@@ -11,7 +11,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
-	"github.com/gpu-tenancy/gpu-tenancy/tests/probe"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"

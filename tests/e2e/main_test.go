@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-tenancy/gpu-tenancy/internal/localcluster"
-	"github.com/gpu-tenancy/gpu-tenancy/tests/probe"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/localcluster"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
 	"k8s.io/client-go/kubernetes"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	helmv4 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v4"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
-	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/ruletest"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/toolbin"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/ruletest"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/toolbin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -255,7 +255,7 @@ func nodeName(i int) string { return fmt.Sprintf("bench-gpu-%04d", i) }
 
 func migName(d int) string { return fmt.Sprintf("gpu-%d-mig-1g5gb-19-%d", d/4, d%4) }
 
-// nodeSlice is the NVIDIA driver's slice for one node, with the attributes the driver publishes (tests/fixtures).
+// nodeSlice is the NVIDIA driver's slice for one node, with the attributes the driver publishes (internal/sim/simhw/hardware).
 func nodeSlice(n, devices int) *resourcev1.ResourceSlice {
 	s := func(v string) resourcev1.DeviceAttribute { return resourcev1.DeviceAttribute{StringValue: ptr.To(v)} }
 	ver := func(v string) resourcev1.DeviceAttribute { return resourcev1.DeviceAttribute{VersionValue: ptr.To(v)} }

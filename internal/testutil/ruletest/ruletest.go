@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/syncbuf"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/toolbin"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/syncbuf"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/toolbin"
 )
 
 // Tool names in .tools/bin.

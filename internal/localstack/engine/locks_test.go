@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-tenancy/gpu-tenancy/internal/procstat"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/procstat"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -16,8 +16,8 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/engine"
-	"github.com/gpu-tenancy/gpu-tenancy/tests/simhw"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optremove"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

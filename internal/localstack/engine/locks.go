@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpu-tenancy/gpu-tenancy/internal/procstat"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/procstat"
 )
 
 // lockFile is what the file state backend writes while an operation holds a stack (pulumi/pulumi

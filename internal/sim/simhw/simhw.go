@@ -1,6 +1,6 @@
 // Package simhw puts simulated GPU hardware on a control plane that has no kubelets: the Nodes of
 // the project's GPU pools and the ResourceSlices the NVIDIA DRA driver would publish for them
-// (inventory in tests/fixtures/README.md). Pods that claim these devices get scheduled and their
+// (inventory in internal/sim/README.md). Pods that claim these devices get scheduled and their
 // claims allocated; nothing runs.
 package simhw
 
@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"embed"
 	"errors"
 	"fmt"
 	"io"
@@ -24,9 +25,12 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-
-	"github.com/gpu-tenancy/gpu-tenancy/tests/fixtures"
 )
+
+// hardware holds the simulated GPU hardware, one multi-document YAML file per GPU pool (internal/sim/README.md).
+//
+//go:embed hardware/*.yaml
+var hardware embed.FS
 
 // Names in the simulated inventory.
 const (
@@ -47,13 +51,13 @@ type Hardware struct {
 
 // Load parses the embedded fixtures.
 func Load() (*Hardware, error) {
-	files, err := fs.Glob(fixtures.SimHW, "simhw/*.yaml")
+	files, err := fs.Glob(hardware, "hardware/*.yaml")
 	if err != nil {
 		return nil, fmt.Errorf("listing simulated hardware fixtures: %w", err)
 	}
 	hw := &Hardware{}
 	for _, f := range files {
-		data, err := fixtures.SimHW.ReadFile(f)
+		data, err := hardware.ReadFile(f)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", f, err)
 		}
