@@ -5,27 +5,35 @@ export PATH := $(TOOLS_BIN):$(PATH)
 STACK ?=
 GO_TEST_FLAGS ?= -timeout 40m
 
-.PHONY: test unit lint build tools plan plan-check demo demo-down preview up stack policy-pack bench
+.PHONY: test unit lint build tools plan plan-check demo demo-down preview up stack policy-pack bench schema
 
 ## build: compile every package, and the operators' CLI into bin/gpu-tenancy
 build:
 	go build ./...
 	go build -o bin/gpu-tenancy ./cmd/gpu-tenancy
 
-## lint: gofmt, go vet and actionlint on the workflows
+## lint: gofmt, go vet (the product and the provider module) and actionlint on the workflows
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
+	cd provider && go vet ./...
 	scripts/actionlint.sh
 
-## test: lint, build the local control-plane tools, then every test (unit, plan freshness, end-to-end)
+## test: lint, build the local control-plane tools, then every test (unit, plan freshness, the provider's schema and
+## construct tests, end-to-end)
 test: lint tools
 	go test $(GO_TEST_FLAGS) ./...
+	cd provider && go test $(GO_TEST_FLAGS) ./...
 
 ## unit: the fast tests only (no tools, no control plane)
 unit:
 	go test -short ./...
+	cd provider && go test -short ./...
+
+## schema: regenerate provider/schema.json from the args' Go types and the README's config reference
+schema:
+	cd provider && go run ./cmd/schemagen
 
 ## stack: VERB=up|preview|destroy|recover the real engine on STACK (default local) through the Automation API;
 ## previews and ups refresh first; recover converges a stack whose engine was killed, then runs the operation again

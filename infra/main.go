@@ -1,11 +1,11 @@
-// Command infra is the gpu-tenancy Pulumi program; everything it does lives in package pipeline.
+// Command infra is the gpu-tenancy Pulumi program: the stack's config as one Platform component (package platform).
 package main
 
 import (
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
 func main() {
-	pulumi.Run(pipeline.Run)
+	pulumi.Run(platform.Program(""))
 }

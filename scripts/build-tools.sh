@@ -7,8 +7,9 @@
 #   scripts/build-tools.sh --force    rebuild everything
 #
 # Output:
-#   .tools/bin/{pulumi,etcd,kube-apiserver,kube-controller-manager,kube-scheduler,vcluster-config}
+#   .tools/bin/{pulumi,pulumi-language-yaml,etcd,kube-apiserver,kube-controller-manager,kube-scheduler,vcluster-config}
 #   .tools/bin/gpu-tenancy-policy     the project's policy pack (./policy), rebuilt on every run
+#   .tools/bin/pulumi-resource-gpu-tenancy  the component provider (./provider), rebuilt on every run
 #   .tools/pulumi-home/plugins/resource-kubernetes-v4.32.0/pulumi-resource-kubernetes
 #       (run the engine with PULUMI_HOME=.tools/pulumi-home; the provider is deliberately not on
 #       PATH: the engine prefers a $PATH plugin over the plugin cache and warns on every run)
@@ -160,11 +161,14 @@ done
 build kube "$MODS/kube" "$BIN" "$kube_ldflags" \
 	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
 
-# --- pulumi CLI ------------------------------------------------------------------------------
-# The Automation API refuses a CLI that does not report its version.
+# --- pulumi CLI and the YAML language host ----------------------------------------------------
+# The Automation API refuses a CLI that does not report its version. pulumi-language-yaml (pulumi-yaml, its own
+# version stamped as its Makefile does) lives beside pulumi, where the CLI looks for language plugins; one module and
+# one build, so the pulumi packages both use compile once. (The Go, Node.js and Python hosts are nested modules of
+# pulumi/pulumi without tags, which the module proxy does not serve.)
 build pulumi "$MODS/pulumi" "$BIN" \
-	"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" \
-	github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
+	"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$(required_version "$MODS/pulumi" github.com/pulumi/pulumi-yaml)" \
+	github.com/pulumi/pulumi/pkg/v3/cmd/pulumi github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml
 
 # --- pulumi-resource-kubernetes --------------------------------------------------------------
 kp=$MODS/pulumi-resource-kubernetes
@@ -231,5 +235,17 @@ if ! (cd "$ROOT" && timed "go build gpu-tenancy-policy" go build -ldflags "-s -w
 fi
 mv -f "$policy_tmp/gpu-tenancy-policy" "$BIN/gpu-tenancy-policy"
 rm -rf "$policy_tmp"
+
+# --- gpu-tenancy component provider ----------------------------------------------------------------
+# The Platform for programs in other languages (./provider, its own module so the product's stays light), where a
+# program's plugins.providers entry finds it. Always built, like the policy pack: it links the product's packages.
+echo "build-tools: building pulumi-resource-gpu-tenancy (./provider) ..."
+provider_tmp=$(mktemp -d "$TOOLS/.build.XXXXXX")
+if ! (cd "$ROOT/provider" && timed "go build pulumi-resource-gpu-tenancy" go build -ldflags "-s -w" -o "$provider_tmp/" ./cmd/pulumi-resource-gpu-tenancy); then
+	rm -rf "$provider_tmp"
+	exit 1
+fi
+mv -f "$provider_tmp/pulumi-resource-gpu-tenancy" "$BIN/pulumi-resource-gpu-tenancy"
+rm -rf "$provider_tmp"
 
 echo "build-tools: done: $BIN"

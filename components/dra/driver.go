@@ -51,8 +51,24 @@ type DriverArgs struct {
 	DriverRoot string `json:"-"`
 }
 
-// Validate checks what a stack config sets: the chart and the namespace.
-func (a *DriverArgs) Validate(path *field.Path) field.ErrorList {
+// WithDefaults fills in the chart, the namespace and the driver root.
+func (a DriverArgs) WithDefaults() DriverArgs {
+	if a.Chart == (helmchart.Chart{}) {
+		a.Chart = DefaultChart
+	}
+	if a.Namespace == "" {
+		a.Namespace = DefaultNamespace
+	}
+	if a.DriverRoot == "" {
+		a.DriverRoot = cluster.HostDriverRoot
+	}
+	return a
+}
+
+// Validate checks the args at path (the `draDriver` block): the chart and the namespace a stack sets, and what the
+// wiring hands over from the cluster, the flavour and the pools, whose errors are reported at poolsPath (the
+// `gpuPools` key): on GKE the critical-pod quota is sized from the pools, so there must be some.
+func (a *DriverArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 	errs := a.Chart.Validate(path.Child("chart"))
 	if a.Namespace != "" {
 		errs = append(errs, fieldcheck.DNSLabel(path.Child("namespace"), a.Namespace, validation.DNS1123LabelMaxLength)...)
@@ -61,8 +77,33 @@ func (a *DriverArgs) Validate(path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(path.Child("namespace"), a.Namespace, "is refused by the driver chart"))
 		}
 	}
+	flavours := []string{string(cluster.GKE), string(cluster.Scaleway), string(cluster.Existing)}
+	if e := fieldcheck.OneOf(path.Child("flavour"), string(a.Flavour), flavours); e != nil {
+		errs = append(errs, e)
+	}
+	for i, p := range a.GPUPools {
+		if p.Taint.Key != "" {
+			errs = append(errs, p.Taint.Validate(poolsPath.Index(i).Child("taint"))...)
+		}
+	}
+	if a.Flavour == cluster.GKE && a.gpuNodes() == 0 {
+		errs = append(errs, field.Required(poolsPath, "a GPU pool: the NVIDIA DRA driver runs on GPU nodes, and GKE sizes its critical-pod quota from them"))
+	}
 	return errs
 }
+
+// gpuNodes counts the nodes the pools may have, at least one each.
+func (a *DriverArgs) gpuNodes() int {
+	nodes := 0
+	for _, p := range a.GPUPools {
+		nodes += max(1, p.MaxNodes)
+	}
+	return nodes
+}
+
+// gkeQuotaPods leaves room for one kubelet plugin per GPU node twice over (rolling updates) plus the controller
+// (https://docs.cloud.google.com/ai-hypercomputer/docs/create/gke-ai-hypercompute-custom-a4x).
+func (a *DriverArgs) gkeQuotaPods() int { return 2*a.gpuNodes() + 1 }
 
 // Driver is the installed NVIDIA DRA driver.
 type Driver struct {
@@ -74,62 +115,14 @@ type Driver struct {
 	Chart *helmv4.Chart
 }
 
-// resolved is DriverArgs with defaults applied and checked.
-type resolved struct {
-	flavour        cluster.Flavour
-	chart          helmchart.Chart
-	namespace      string
-	pools          []cluster.GPUPool
-	computeDomains bool
-	driverRoot     string
-	gkeQuotaPods   int
-}
-
-func (a *DriverArgs) resolve() (*resolved, error) {
-	errs := a.Validate(field.NewPath("draDriver"))
-	cfg := &resolved{
-		flavour: a.Flavour, chart: a.Chart, namespace: a.Namespace, pools: a.GPUPools,
-		computeDomains: a.ComputeDomains, driverRoot: a.DriverRoot,
-	}
-	if cfg.chart == (helmchart.Chart{}) {
-		cfg.chart = DefaultChart
-	}
-	if cfg.namespace == "" {
-		cfg.namespace = DefaultNamespace
-	}
-	if cfg.driverRoot == "" {
-		cfg.driverRoot = cluster.HostDriverRoot
-	}
-	flavours := []string{string(cluster.GKE), string(cluster.Scaleway), string(cluster.Existing)}
-	if e := fieldcheck.OneOf(field.NewPath("flavour"), string(a.Flavour), flavours); e != nil {
-		errs = append(errs, e)
-	}
-	nodes := 0
-	for i, p := range a.GPUPools {
-		if p.Taint.Key != "" {
-			errs = append(errs, p.Taint.Validate(field.NewPath("gpuPools").Index(i).Child("taint"))...)
-		}
-		nodes += max(1, p.MaxNodes)
-	}
-	if a.Flavour == cluster.GKE {
-		if nodes == 0 {
-			errs = append(errs, field.Required(field.NewPath("gpuPools"), "GKE needs GPU pools to size the critical-pod quota"))
-		}
-		// Room for one kubelet plugin per GPU node twice over (rolling updates) plus the controller
-		// (https://docs.cloud.google.com/ai-hypercomputer/docs/create/gke-ai-hypercompute-custom-a4x).
-		cfg.gkeQuotaPods = 2*nodes + 1
-	}
-	return cfg, errs.ToAggregate()
-}
-
 // NewDriver installs the NVIDIA DRA driver and, before it, the flavour's prerequisites.
 func NewDriver(ctx *pulumi.Context, name string, args *DriverArgs, opts ...pulumi.ResourceOption) (*Driver, error) {
 	if args == nil {
 		return nil, errors.New("creating DRA driver: args are required")
 	}
-	cfg, err := args.resolve()
-	if err != nil {
-		return nil, fmt.Errorf("creating DRA driver %q: %w", name, err)
+	cfg := args.WithDefaults()
+	if errs := cfg.Validate(field.NewPath("draDriver"), field.NewPath("gpuPools")); len(errs) > 0 {
+		return nil, fmt.Errorf("creating DRA driver %q: %w", name, errs.ToAggregate())
 	}
 	d := &Driver{}
 	if err := ctx.RegisterComponentResource("gpu-tenancy:dra:Driver", name, d, opts...); err != nil {
@@ -137,15 +130,15 @@ func NewDriver(ctx *pulumi.Context, name string, args *DriverArgs, opts ...pulum
 	}
 
 	ns, err := corev1.NewNamespace(ctx, name+"-namespace", &corev1.NamespaceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(cfg.namespace)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(cfg.Namespace)},
 	}, pulumi.Parent(d))
 	if err != nil {
-		return nil, fmt.Errorf("creating DRA driver namespace %q: %w", cfg.namespace, err)
+		return nil, fmt.Errorf("creating DRA driver namespace %q: %w", cfg.Namespace, err)
 	}
 	before := []pulumi.Resource{ns}
-	switch cfg.flavour {
+	switch cfg.Flavour {
 	case cluster.GKE:
-		prereqs, err := gkePrerequisites(ctx, name, cfg, d, ns)
+		prereqs, err := gkePrerequisites(ctx, name, &cfg, d, ns)
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +151,7 @@ func NewDriver(ctx *pulumi.Context, name string, args *DriverArgs, opts ...pulum
 		before = append(before, patch)
 	}
 
-	vals, err := helmchart.Values(driverValues(cfg))
+	vals, err := helmchart.Values(driverValues(&cfg))
 	if err != nil {
 		return nil, fmt.Errorf("creating DRA driver release: %w", err)
 	}
@@ -168,7 +161,7 @@ func NewDriver(ctx *pulumi.Context, name string, args *DriverArgs, opts ...pulum
 	// has no hooks and no `lookup`; its `.Capabilities.APIVersions` checks (templates/_helpers.tpl, the DRA API
 	// version) see the cluster's APIs, as the provider renders against the cluster (pulumi-kubernetes
 	// provider/pkg/provider/helm/v4/chart.go, setKubeVersionAndAPIVersions).
-	chartArgs := cfg.chart.ChartArgs(ReleaseName, ns.Metadata.Name().Elem())
+	chartArgs := cfg.Chart.ChartArgs(ReleaseName, ns.Metadata.Name().Elem())
 	chartArgs.Values = vals
 	chart, err := helmv4.NewChart(ctx, name, chartArgs, pulumi.Parent(d), pulumi.DependsOn(before))
 	if err != nil {

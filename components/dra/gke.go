@@ -20,7 +20,7 @@ const GKEDriverInstallerURL = "https://raw.githubusercontent.com/GoogleCloudPlat
 var criticalPriorityClasses = []string{"system-node-critical", "system-cluster-critical"}
 
 // gkePrerequisites declares the driver installer and the quota that lets critical pods run outside kube-system.
-func gkePrerequisites(ctx *pulumi.Context, name string, cfg *resolved, d *Driver, ns *corev1.Namespace) ([]pulumi.Resource, error) {
+func gkePrerequisites(ctx *pulumi.Context, name string, cfg *DriverArgs, d *Driver, ns *corev1.Namespace) ([]pulumi.Resource, error) {
 	installer, err := yamlv2.NewConfigFile(ctx, name+"-nvidia-driver-installer", &yamlv2.ConfigFileArgs{
 		File: pulumi.String(GKEDriverInstallerURL),
 	}, pulumi.Parent(d))
@@ -36,7 +36,7 @@ func gkePrerequisites(ctx *pulumi.Context, name string, cfg *resolved, d *Driver
 			Namespace: ns.Metadata.Name(),
 		},
 		Spec: &corev1.ResourceQuotaSpecArgs{
-			Hard: pulumi.StringMap{"pods": pulumi.String(fmt.Sprint(cfg.gkeQuotaPods))},
+			Hard: pulumi.StringMap{"pods": pulumi.String(fmt.Sprint(cfg.gkeQuotaPods()))},
 			ScopeSelector: &corev1.ScopeSelectorArgs{
 				MatchExpressions: corev1.ScopedResourceSelectorRequirementArray{
 					&corev1.ScopedResourceSelectorRequirementArgs{

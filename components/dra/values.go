@@ -67,20 +67,20 @@ func kubeletPluginTolerations(pools []cluster.GPUPool) []toleration {
 	return out
 }
 
-func driverValues(cfg *resolved) values {
+func driverValues(cfg *DriverArgs) values {
 	return values{
-		NvidiaDriverRoot:            cfg.driverRoot,
+		NvidiaDriverRoot:            cfg.DriverRoot,
 		GPUResourcesEnabledOverride: true,
 		ResourceAPIVersion:          ResourceAPIVersion,
 		Resources: resourcesValues{
 			GPUs:           enabled{Enabled: true},
-			ComputeDomains: enabled{Enabled: cfg.computeDomains},
+			ComputeDomains: enabled{Enabled: cfg.ComputeDomains},
 		},
 		KubeletPlugin: kubeletPluginValues{
 			// Every flavour labels its GPU pools with this; the chart's own affinity accepts it too, and GKE has no NFD
 			// to set the alternatives (dra-driver-nvidia-gpu v0.4.0 values.yaml kubeletPlugin.affinity).
 			NodeSelector: map[string]string{cluster.GPUPresentLabel: "true"},
-			Tolerations:  kubeletPluginTolerations(cfg.pools),
+			Tolerations:  kubeletPluginTolerations(cfg.GPUPools),
 		},
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	"github.com/pulumi/pulumi-gcp/sdk/v8/go/gcp/monitoring"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
@@ -82,60 +83,44 @@ func defaultScope(stack string) string {
 	return s
 }
 
-type resolved struct {
-	spec            Spec
-	namespace       string
-	driverNamespace string
-	scope           string
-	chart           helmchart.Chart
-	imageTag        string
+// WithDefaults fills in the namespaces, the scope (from the stack's name), the chart and the image tag.
+func (a MonitoringArgs) WithDefaults(stack string) MonitoringArgs {
+	if a.Spec.Namespace == "" {
+		a.Spec.Namespace = DefaultNamespace
+	}
+	if a.DriverNamespace == "" {
+		a.DriverNamespace = DefaultDriverNamespace
+	}
+	if a.Scope == "" {
+		a.Scope = defaultScope(stack)
+	}
+	if a.Spec.KubeStateMetrics.Chart == (helmchart.Chart{}) {
+		a.Spec.KubeStateMetrics.Chart = DefaultKubeStateMetricsChart
+	}
+	if a.Spec.KubeStateMetrics.ImageTag == "" {
+		a.Spec.KubeStateMetrics.ImageTag = rules.KubeStateMetricsVersion
+	}
+	return a
 }
 
-func (a *MonitoringArgs) resolve(stack string) (*resolved, error) {
-	var errs []error
-	for _, e := range a.Spec.ValidateFor(field.NewPath("monitoring"), a.Flavour) {
+// Validate checks what the wiring hands over besides the spec and the prices (Spec.ValidateFor and Prices.Validate
+// own those): the flavour, a GCP project on GKE, the driver's namespace and the scope, at path.
+func (a *MonitoringArgs) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	flavours := []string{string(cluster.GKE), string(cluster.Scaleway), string(cluster.Existing)}
+	if e := fieldcheck.OneOf(path.Child("flavour"), string(a.Flavour), flavours); e != nil {
 		errs = append(errs, e)
 	}
-	for _, e := range a.Prices.Validate(field.NewPath("prices"), a.Prices.Classes()) {
-		errs = append(errs, e)
+	if a.Flavour == cluster.GKE && a.Project == "" {
+		errs = append(errs, field.Required(path.Child("project"), "the GCP project the alert policies live in"))
 	}
 	if a.DriverNamespace != "" {
-		for _, msg := range validation.IsDNS1123Label(a.DriverNamespace) {
-			errs = append(errs, fmt.Errorf("driver namespace %q: %s", a.DriverNamespace, msg))
-		}
+		errs = append(errs, fieldcheck.DNSLabel(path.Child("driverNamespace"), a.DriverNamespace, validation.DNS1123LabelMaxLength)...)
 	}
-	switch a.Flavour {
-	case cluster.GKE:
-		if a.Project == "" {
-			errs = append(errs, errors.New("project is required on GKE: the alert policies live in a GCP project"))
-		}
-	case cluster.Scaleway, cluster.Existing:
-	default:
-		errs = append(errs, fmt.Errorf("flavour %q is not one of %q, %q, %q", a.Flavour, cluster.GKE, cluster.Scaleway, cluster.Existing))
+	if a.Scope != defaultScope(a.Scope) || len(a.Scope) > maxScope {
+		errs = append(errs, field.Invalid(path.Child("scope"), a.Scope, fmt.Sprintf("must be a DNS label of at most %d characters", maxScope)))
 	}
-	cfg := &resolved{
-		spec: a.Spec, namespace: a.Spec.Namespace, driverNamespace: a.DriverNamespace, scope: a.Scope,
-		chart: a.Spec.KubeStateMetrics.Chart, imageTag: a.Spec.KubeStateMetrics.ImageTag,
-	}
-	if cfg.namespace == "" {
-		cfg.namespace = DefaultNamespace
-	}
-	if cfg.driverNamespace == "" {
-		cfg.driverNamespace = DefaultDriverNamespace
-	}
-	if cfg.scope == "" {
-		cfg.scope = defaultScope(stack)
-	}
-	if cfg.scope != defaultScope(cfg.scope) || len(cfg.scope) > maxScope {
-		errs = append(errs, fmt.Errorf("scope %q: must be a DNS label of at most %d characters", cfg.scope, maxScope))
-	}
-	if cfg.chart == (helmchart.Chart{}) {
-		cfg.chart = DefaultKubeStateMetricsChart
-	}
-	if cfg.imageTag == "" {
-		cfg.imageTag = rules.KubeStateMetricsVersion
-	}
-	return cfg, errors.Join(errs...)
+	return errs
 }
 
 // NewMonitoring installs kube-state-metrics, the scrapes and the alerts for the flavour. opts carry the cluster's
@@ -146,13 +131,17 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 	if args == nil {
 		return nil, errors.New("creating monitoring: args are required")
 	}
-	cfg, err := args.resolve(ctx.Stack())
-	if err != nil {
-		return nil, fmt.Errorf("creating monitoring %q: %w", name, err)
+	cfg := args.WithDefaults(ctx.Stack())
+	path := field.NewPath("monitoring")
+	errs := cfg.Spec.ValidateFor(path, cfg.Flavour)
+	errs = append(errs, cfg.Prices.Validate(field.NewPath("prices"), cfg.Prices.Classes())...)
+	errs = append(errs, cfg.Validate(path)...)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("creating monitoring %q: %w", name, errs.ToAggregate())
 	}
-	m := &Monitoring{Jobs: rules.JobsFor(cfg.scope)}
-	params := cfg.spec.params(m.Jobs)
-	params.Prices = args.Prices
+	m := &Monitoring{Jobs: rules.JobsFor(cfg.Scope)}
+	params := cfg.Spec.params(m.Jobs)
+	params.Prices = cfg.Prices
 	m.Rules, m.Recordings = rules.Rules(params), rules.Recordings(params)
 	opts = append(opts, pulumi.Transformations([]pulumi.ResourceTransformation{outliveCluster}))
 	if err := ctx.RegisterComponentResource("gpu-tenancy:monitoring:Monitoring", name, m, opts...); err != nil {
@@ -160,16 +149,16 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 	}
 
 	ns, err := corev1.NewNamespace(ctx, name+"-namespace", &corev1.NamespaceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(cfg.namespace), Labels: managedLabels(nil)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(cfg.Spec.Namespace), Labels: managedLabels(nil)},
 	}, pulumi.Parent(m))
 	if err != nil {
-		return nil, fmt.Errorf("creating monitoring namespace %q: %w", cfg.namespace, err)
+		return nil, fmt.Errorf("creating monitoring namespace %q: %w", cfg.Spec.Namespace, err)
 	}
-	vals, err := helmchart.Values(chartValues(rules.KubeStateMetrics(m.Rules, m.Recordings...), cfg.imageTag))
+	vals, err := helmchart.Values(chartValues(rules.KubeStateMetrics(m.Rules, m.Recordings...), cfg.Spec.KubeStateMetrics.ImageTag))
 	if err != nil {
 		return nil, fmt.Errorf("creating kube-state-metrics release: %w", err)
 	}
-	releaseArgs := cfg.chart.ReleaseArgs(KubeStateMetricsRelease, cfg.namespace)
+	releaseArgs := cfg.Spec.KubeStateMetrics.Chart.ReleaseArgs(KubeStateMetricsRelease, cfg.Spec.Namespace)
 	releaseArgs.Values = vals
 	release, err := helmv3.NewRelease(ctx, name+"-kube-state-metrics", releaseArgs, pulumi.Parent(m), pulumi.DependsOn([]pulumi.Resource{ns}))
 	if err != nil {
@@ -177,9 +166,9 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 	}
 
 	outputs := pulumi.Map{"namespace": ns.Metadata.Name().Elem(), "kubeStateMetrics": release.Name}
-	switch args.Flavour {
+	switch cfg.Flavour {
 	case cluster.GKE:
-		if err := m.renderGKE(ctx, name, cfg, args.Project); err != nil {
+		if err := m.renderGKE(ctx, name, &cfg); err != nil {
 			return nil, err
 		}
 		var names pulumi.StringArray
@@ -188,7 +177,7 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 		}
 		outputs["alertPolicies"] = names
 	default:
-		if err := m.renderOperator(ctx, name, cfg, ns); err != nil {
+		if err := m.renderOperator(ctx, name, &cfg, ns); err != nil {
 			return nil, err
 		}
 	}
@@ -258,14 +247,14 @@ func (m *Monitoring) newCustomResource(ctx *pulumi.Context, c customResource) er
 
 // renderOperator writes the alert rules and the recording rules as two PrometheusRules, and the scrapes as
 // PodMonitors.
-func (m *Monitoring) renderOperator(ctx *pulumi.Context, name string, cfg *resolved, ns *corev1.Namespace) error {
+func (m *Monitoring) renderOperator(ctx *pulumi.Context, name string, cfg *MonitoringArgs, ns *corev1.Namespace) error {
 	namespace := ns.Metadata.Name().Elem()
-	labels := cfg.spec.PrometheusOperator.Labels
+	labels := cfg.Spec.PrometheusOperator.Labels
 	for _, c := range []customResource{
 		{name + "-kube-state-metrics", operatorAPIVersion, podMonitorKind, m.Jobs.KubeStateMetrics, namespace, labels,
-			kubeStateMetricsPodMonitor(cfg.namespace, m.Jobs)},
+			kubeStateMetricsPodMonitor(cfg.Spec.Namespace, m.Jobs)},
 		{name + "-dra-kubelet-plugin", operatorAPIVersion, podMonitorKind, m.Jobs.KubeletPlugin, namespace, labels,
-			kubeletPluginPodMonitor(cfg.driverNamespace, m.Jobs)},
+			kubeletPluginPodMonitor(cfg.DriverNamespace, m.Jobs)},
 		{name + "-rules", operatorAPIVersion, prometheusRuleKind, PrometheusRuleName, namespace, labels,
 			prometheusRuleSpec{Groups: rules.Groups(m.Rules)}},
 		{name + "-showback", operatorAPIVersion, prometheusRuleKind, ShowbackRulesName, namespace, labels,
@@ -280,7 +269,7 @@ func (m *Monitoring) renderOperator(ctx *pulumi.Context, name string, cfg *resol
 
 // renderGKE writes the scrapes as ClusterPodMonitorings, each alert rule as a Cloud Monitoring alert policy and the
 // recording rules as ClusterRules for the managed rule evaluator.
-func (m *Monitoring) renderGKE(ctx *pulumi.Context, name string, cfg *resolved, project string) error {
+func (m *Monitoring) renderGKE(ctx *pulumi.Context, name string, cfg *MonitoringArgs) error {
 	for _, c := range []customResource{
 		{name + "-kube-state-metrics", gmpAPIVersion, clusterPodMonitoringKind, m.Jobs.KubeStateMetrics, nil, nil,
 			kubeStateMetricsClusterPodMonitoring()},
@@ -293,11 +282,11 @@ func (m *Monitoring) renderGKE(ctx *pulumi.Context, name string, cfg *resolved, 
 			return err
 		}
 	}
-	prefix := "gpu-tenancy " + cfg.scope + ": "
-	userLabels := map[string]string{"managed-by": naming.ManagedBy, "gpu-tenancy-scope": cfg.scope}
+	prefix := "gpu-tenancy " + cfg.Scope + ": "
+	userLabels := map[string]string{"managed-by": naming.ManagedBy, "gpu-tenancy-scope": cfg.Scope}
 	for _, r := range m.Rules {
 		policy, err := monitoring.NewAlertPolicy(ctx, name+"-"+kebab(r.Name),
-			alertPolicyArgs(r, project, prefix, cfg.spec.GKE.NotificationChannels, userLabels), pulumi.Parent(m))
+			alertPolicyArgs(r, cfg.Project, prefix, cfg.Spec.GKE.NotificationChannels, userLabels), pulumi.Parent(m))
 		if err != nil {
 			return fmt.Errorf("creating alert policy %q: %w", r.Name, err)
 		}

@@ -395,11 +395,11 @@ func TestNewMonitoringRejectsInvalidArgs(t *testing.T) {
 		want string
 	}{
 		{"nil args", nil, "args are required"},
-		{"unknown flavour", &MonitoringArgs{Flavour: "aks"}, `flavour "aks"`},
-		{"GKE without a project", &MonitoringArgs{Flavour: cluster.GKE}, "project is required on GKE"},
+		{"unknown flavour", &MonitoringArgs{Flavour: "aks"}, `monitoring.flavour: Unsupported value: "aks"`},
+		{"GKE without a project", &MonitoringArgs{Flavour: cluster.GKE}, "monitoring.project: Required value: the GCP project the alert policies live in"},
 		{"an invalid spec, named by its path", &MonitoringArgs{Flavour: cluster.Scaleway, Spec: Spec{PendingClaimAfter: "soon"}}, "monitoring.pendingClaimAfter"},
-		{"a scope that is not a DNS label", &MonitoringArgs{Flavour: cluster.Scaleway, Scope: "Prod EU"}, `scope "Prod EU"`},
-		{"a driver namespace that is not a DNS label", &MonitoringArgs{Flavour: cluster.Scaleway, DriverNamespace: "NVIDIA"}, `driver namespace "NVIDIA"`},
+		{"a scope that is not a DNS label", &MonitoringArgs{Flavour: cluster.Scaleway, Scope: "Prod EU"}, `monitoring.scope: Invalid value: "Prod EU"`},
+		{"a driver namespace that is not a DNS label", &MonitoringArgs{Flavour: cluster.Scaleway, DriverNamespace: "NVIDIA"}, `monitoring.driverNamespace: Invalid value: "NVIDIA"`},
 		{"another flavour's section", &MonitoringArgs{Flavour: cluster.Scaleway, Spec: Spec{GKE: GKESpec{NotificationChannels: []string{"projects/p/notificationChannels/1"}}}}, "monitoring.gke.notificationChannels"},
 		{"invalid prices, named by their path", &MonitoringArgs{Flavour: cluster.Scaleway, Prices: rules.Prices{Currency: "euro", PerDeviceHour: map[string]float64{"gpu-whole": 2}}}, "prices.currency"},
 	} {

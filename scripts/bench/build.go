@@ -15,7 +15,7 @@ import (
 )
 
 // changedFile is the project file a warm build sees changed (the pipeline's wiring, a typical edit).
-const changedFile = "infra/pipeline/run.go"
+const changedFile = "components/platform/platform.go"
 
 // floorDir is where the floor program seems to live. It exists only in the build's -overlay, so the checkout is
 // never written and the floor builds with the project's own go.mod and go.sum.

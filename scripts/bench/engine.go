@@ -11,7 +11,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/localcluster"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
@@ -49,7 +49,7 @@ func benchEngine(ctx context.Context, root string, sizes []int) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	base, err := pipeline.ReadStackFile(filepath.Join(root, localStackFile))
+	base, err := platform.ReadStackFile(filepath.Join(root, localStackFile))
 	if err != nil {
 		return nil, err
 	}
@@ -67,12 +67,12 @@ func benchEngine(ctx context.Context, root string, sizes []int) ([]row, error) {
 			return rows, err
 		}
 		// As tests/e2e does: the control plane's kubeconfig is the secret key, not a file named in `existing`.
-		overrides[pipeline.Namespace+":existing"] = "{}"
+		overrides[platform.ConfigNamespace+":existing"] = "{}"
 		sizeDir := filepath.Join(dir, strconv.Itoa(n))
 		opts := engine.Options{
 			RepoRoot: root, Stack: "local", WorkDir: filepath.Join(sizeDir, "work"), StateDir: filepath.Join(sizeDir, "state"),
 			Passphrase: "bench", Config: overrides, PolicyPacks: packs,
-			SecretConfig: map[string]string{pipeline.Namespace + ":kubeconfig": string(cl.rawKubeconfig)},
+			SecretConfig: map[string]string{platform.ConfigNamespace + ":kubeconfig": string(cl.rawKubeconfig)},
 		}
 		st, err := engine.Open(ctx, opts)
 		if err != nil {

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -51,8 +51,8 @@ func benchFairness(ctx context.Context, root string) ([]string, error) {
 	}
 	st, err := engine.Open(ctx, engine.Options{
 		RepoRoot: root, Stack: "local", WorkDir: filepath.Join(dir, "work"), StateDir: filepath.Join(dir, "state"),
-		Passphrase: "bench", Config: map[string]string{pipeline.Namespace + ":existing": "{}"},
-		SecretConfig: map[string]string{pipeline.Namespace + ":kubeconfig": string(cl.rawKubeconfig)},
+		Passphrase: "bench", Config: map[string]string{platform.ConfigNamespace + ":existing": "{}"},
+		SecretConfig: map[string]string{platform.ConfigNamespace + ":kubeconfig": string(cl.rawKubeconfig)},
 	})
 	if err != nil {
 		return nil, err

@@ -12,8 +12,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 )
 
 // planReference is the plan of 1,000 tenants as measured before this benchmark.
@@ -27,17 +27,17 @@ const localStackFile = "stacks/Pulumi.local.yaml"
 // tenantOverrides are the config keys that give the local stack n tenants: tenant i is a copy of the local stack's
 // tenant i mod k (its class, quota, pod security) named bench-NNNN, and a class granted to no tenant is marked
 // platformOnly (validation refuses a class nobody owns). Values are JSON, as a program receives them.
-func tenantOverrides(sc pipeline.StackConfig, n int) (map[string]string, error) {
-	var templates []pipeline.TenantConfig
+func tenantOverrides(sc platform.StackConfig, n int) (map[string]string, error) {
+	var templates []platform.TenantArgs
 	var classes []tenancy.GPUClass
-	if err := json.Unmarshal([]byte(sc.Values[pipeline.Namespace+":tenants"]), &templates); err != nil || len(templates) == 0 {
+	if err := json.Unmarshal([]byte(sc.Values[platform.ConfigNamespace+":tenants"]), &templates); err != nil || len(templates) == 0 {
 		return nil, fmt.Errorf("the local stack's tenants: %v", err)
 	}
-	if err := json.Unmarshal([]byte(sc.Values[pipeline.Namespace+":gpuClasses"]), &classes); err != nil {
+	if err := json.Unmarshal([]byte(sc.Values[platform.ConfigNamespace+":gpuClasses"]), &classes); err != nil {
 		return nil, fmt.Errorf("the local stack's gpuClasses: %w", err)
 	}
 	granted := map[string]bool{}
-	generated := make([]pipeline.TenantConfig, n)
+	generated := make([]platform.TenantArgs, n)
 	for i := range generated {
 		generated[i] = templates[i%len(templates)]
 		generated[i].Name = fmt.Sprintf("bench-%04d", i)
@@ -56,7 +56,7 @@ func tenantOverrides(sc pipeline.StackConfig, n int) (map[string]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	return map[string]string{pipeline.Namespace + ":tenants": string(t), pipeline.Namespace + ":gpuClasses": string(c)}, nil
+	return map[string]string{platform.ConfigNamespace + ":tenants": string(t), platform.ConfigNamespace + ":gpuClasses": string(c)}, nil
 }
 
 // benchPlan runs the plan command itself (scripts/plan, built once first so no compile is timed) on the local
@@ -84,7 +84,7 @@ func benchPlan(ctx context.Context, root string, sizes []int) ([]row, []string, 
 	if err := yaml.Unmarshal(raw, &stackFile); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", localStackFile, err)
 	}
-	base, err := pipeline.ReadStackFile(filepath.Join(root, localStackFile))
+	base, err := platform.ReadStackFile(filepath.Join(root, localStackFile))
 	if err != nil {
 		return nil, nil, err
 	}

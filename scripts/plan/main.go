@@ -24,7 +24,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/plan"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 )
@@ -104,12 +104,12 @@ func planPath(stack string) string { return plansDir + "/" + stack + ".json" }
 
 // makePlan validates the stack's config and runs the program under mocks.
 func makePlan(stack string) (*plan.Plan, error) {
-	sc, err := pipeline.ReadStackFile("stacks/Pulumi." + stack + ".yaml")
+	sc, err := platform.ReadStackFile("stacks/Pulumi." + stack + ".yaml")
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", stack, err)
 	}
 	// Load through the stack file, not the program: only a source that lists its keys reports misspelt ones.
-	if _, err := pipeline.Load(sc.Source()); err != nil {
+	if _, err := platform.Load(sc.Source(), platform.ConfigKeys); err != nil {
 		return nil, fmt.Errorf("stack %s: %w", stack, err)
 	}
 	sc, err = withoutKubeconfigFile(sc)
@@ -117,14 +117,14 @@ func makePlan(stack string) (*plan.Plan, error) {
 		return nil, fmt.Errorf("stack %s: %w", stack, err)
 	}
 	rec := &mocktest.Recorder{Outputs: mocktest.ComputedOutputs()}
-	return plan.Make(stack, plan.Config{Values: sc.Values, Secrets: sc.Secrets}, pipeline.Program("."), rec)
+	return plan.Make(stack, plan.Config{Values: sc.Values, Secrets: sc.Secrets}, platform.Program("."), rec)
 }
 
 // withoutKubeconfigFile swaps an existing cluster's kubeconfigPath for the secret kubeconfig holding the
 // placeholder. The plan shows a kubeconfig only as "[secret]" either way; this way it never reads the file, which
 // exists only on the machine whose cluster it reaches.
-func withoutKubeconfigFile(sc pipeline.StackConfig) (pipeline.StackConfig, error) {
-	const existingKey, kubeconfigKey = pipeline.Namespace + ":existing", pipeline.Namespace + ":kubeconfig"
+func withoutKubeconfigFile(sc platform.StackConfig) (platform.StackConfig, error) {
+	const existingKey, kubeconfigKey = platform.ConfigNamespace + ":existing", platform.ConfigNamespace + ":kubeconfig"
 	raw, ok := sc.Values[existingKey]
 	if !ok {
 		return sc, nil
@@ -146,7 +146,7 @@ func withoutKubeconfigFile(sc pipeline.StackConfig) (pipeline.StackConfig, error
 		values[k] = v
 	}
 	values[existingKey] = string(enc)
-	values[kubeconfigKey] = pipeline.SecretPlaceholder
+	values[kubeconfigKey] = platform.SecretPlaceholder
 	sc.Values = values
 	sc.Secrets = append(append([]string(nil), sc.Secrets...), kubeconfigKey)
 	return sc, nil

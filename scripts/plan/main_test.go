@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 )
 
 // repoRoot is the project directory as seen from this package's directory, where go test runs.
@@ -154,35 +154,35 @@ func TestWriteRemovesPlansWithoutAStackFile(t *testing.T) {
 }
 
 func TestExistingClusterIsPlannedWithoutItsKubeconfigFile(t *testing.T) {
-	sc, err := pipeline.ReadStackFile(filepath.Join(repoRoot, "stacks/Pulumi.local.yaml"))
+	sc, err := platform.ReadStackFile(filepath.Join(repoRoot, "stacks/Pulumi.local.yaml"))
 	require.NoError(t, err)
-	require.Contains(t, sc.Values[pipeline.Namespace+":existing"], "kubeconfigPath", "the example reads a file")
+	require.Contains(t, sc.Values[platform.ConfigNamespace+":existing"], "kubeconfigPath", "the example reads a file")
 	root, doc := planOf(t, "local")
 	assert.NoFileExists(t, filepath.Join(root, ".tools/local-cluster/kubeconfig"))
 	assert.Contains(t, doc, `"kubeconfig": "[secret]"`)
 }
 
 func TestWithoutKubeconfigFile(t *testing.T) {
-	const existing, kubeconfig = pipeline.Namespace + ":existing", pipeline.Namespace + ":kubeconfig"
+	const existing, kubeconfig = platform.ConfigNamespace + ":existing", platform.ConfigNamespace + ":kubeconfig"
 	tests := []struct {
 		name        string
-		in          pipeline.StackConfig
+		in          platform.StackConfig
 		wantValues  map[string]string
 		wantSecrets []string
 	}{
 		{"kubeconfig path becomes the secret placeholder",
-			pipeline.StackConfig{Values: map[string]string{
+			platform.StackConfig{Values: map[string]string{
 				existing: `{"driverRoot":"/run/nvidia/driver","kubeconfigPath":"/home/me/.kube/config"}`,
-			}, Secrets: []string{pipeline.Namespace + ":platformAdminPassword"}},
-			map[string]string{existing: `{"driverRoot":"/run/nvidia/driver"}`, kubeconfig: pipeline.SecretPlaceholder},
-			[]string{pipeline.Namespace + ":platformAdminPassword", kubeconfig}},
+			}, Secrets: []string{platform.ConfigNamespace + ":platformAdminPassword"}},
+			map[string]string{existing: `{"driverRoot":"/run/nvidia/driver"}`, kubeconfig: platform.SecretPlaceholder},
+			[]string{platform.ConfigNamespace + ":platformAdminPassword", kubeconfig}},
 		{"secret kubeconfig is left alone",
-			pipeline.StackConfig{Values: map[string]string{existing: `{}`, kubeconfig: pipeline.SecretPlaceholder},
+			platform.StackConfig{Values: map[string]string{existing: `{}`, kubeconfig: platform.SecretPlaceholder},
 				Secrets: []string{kubeconfig}},
-			map[string]string{existing: `{}`, kubeconfig: pipeline.SecretPlaceholder}, []string{kubeconfig}},
+			map[string]string{existing: `{}`, kubeconfig: platform.SecretPlaceholder}, []string{kubeconfig}},
 		{"cloud stacks are left alone",
-			pipeline.StackConfig{Values: map[string]string{pipeline.Namespace + ":cloud": "gke"}},
-			map[string]string{pipeline.Namespace + ":cloud": "gke"}, nil},
+			platform.StackConfig{Values: map[string]string{platform.ConfigNamespace + ":cloud": "gke"}},
+			map[string]string{platform.ConfigNamespace + ":cloud": "gke"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/localdemo"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
@@ -138,7 +138,7 @@ func requireTenantTable(t *testing.T, out string) {
 
 // localStateFile is the local stack's state in the file backend (pulumi/pulumi pkg/backend/diy, v3.274.1).
 func localStateFile(stateDir string) string {
-	return filepath.Join(stateDir, ".pulumi", "stacks", pipeline.Namespace, "local.json")
+	return filepath.Join(stateDir, ".pulumi", "stacks", platform.ConfigNamespace, "local.json")
 }
 
 // localStateResources counts the resources of the local stack's latest state.

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
@@ -50,9 +50,11 @@ type stackEnv struct {
 	t        *testing.T
 	stateDir string
 	workDir  string
-	base     pipeline.StackConfig
+	base     platform.StackConfig
 	// name is the stack's name when it is not the local stack's own: a second stack with the local stack's config.
 	name string
+	// project is the Pulumi project when it is not this repository's: a team's own program with the same platform.
+	project string
 	// config sets further keys of the stack's config (full keys, raw values).
 	config map[string]string
 	// platformConnected gives each tenant its platform access key (connectPlatform).
@@ -65,25 +67,25 @@ var platformKeys = map[string]string{legal: "e2e-platform-key-of-legal-ai-7f3c",
 // connectPlatform connects the tenants' vClusters to a vCluster Platform that runs elsewhere, each with its own access
 // key, as a production stack does; nothing of the platform runs here, so only what the program writes is checked.
 func (s *stackEnv) connectPlatform() {
-	s.config = map[string]string{pipeline.Namespace + ":platform": `{"enabled": true, "install": false, "host": "platform.gpu-tenancy.test"}`}
+	s.config = map[string]string{platform.ConfigNamespace + ":platform": `{"enabled": true, "install": false, "host": "platform.gpu-tenancy.test"}`}
 	s.platformConnected = true
 }
 
 func newStackEnv(t *testing.T) *stackEnv {
-	base, err := pipeline.ReadStackFile(filepath.Join(repoRoot, "stacks", "Pulumi.local.yaml"))
+	base, err := platform.ReadStackFile(filepath.Join(repoRoot, "stacks", "Pulumi.local.yaml"))
 	require.NoError(t, err)
 	return &stackEnv{t: t, stateDir: t.TempDir(), workDir: t.TempDir(), base: base}
 }
 
 // open prepares the local stack with tenants replaced when given. The kubeconfig of this test's control plane is
 // handed over as the secret `gpu-tenancy:kubeconfig`, so the state check can look for a secret config value.
-func (s *stackEnv) open(ctx context.Context, tenants []pipeline.TenantConfig) *engine.Stack {
+func (s *stackEnv) open(ctx context.Context, tenants []platform.TenantArgs) *engine.Stack {
 	s.t.Helper()
 	return s.openWith(ctx, tenants, nil)
 }
 
 // openWith is open with the GPU classes replaced too, when given.
-func (s *stackEnv) openWith(ctx context.Context, tenants []pipeline.TenantConfig, classes []tenancy.GPUClass) *engine.Stack {
+func (s *stackEnv) openWith(ctx context.Context, tenants []platform.TenantArgs, classes []tenancy.GPUClass) *engine.Stack {
 	s.t.Helper()
 	st, err := engine.Open(ctx, s.options(tenants, classes))
 	require.NoError(s.t, err)
@@ -91,11 +93,11 @@ func (s *stackEnv) openWith(ctx context.Context, tenants []pipeline.TenantConfig
 }
 
 // options are the engine options of the local stack of this test, tenants and classes replaced when given.
-func (s *stackEnv) options(tenants []pipeline.TenantConfig, classes []tenancy.GPUClass) engine.Options {
+func (s *stackEnv) options(tenants []platform.TenantArgs, classes []tenancy.GPUClass) engine.Options {
 	s.t.Helper()
 	raw, err := os.ReadFile(kubeconfig)
 	require.NoError(s.t, err)
-	cfg := map[string]string{pipeline.Namespace + ":existing": `{}`}
+	cfg := map[string]string{platform.ConfigNamespace + ":existing": `{}`}
 	maps.Copy(cfg, s.config)
 	for key, value := range map[string]any{"tenants": tenants, "gpuClasses": classes} {
 		if reflect.ValueOf(value).IsNil() {
@@ -103,9 +105,9 @@ func (s *stackEnv) options(tenants []pipeline.TenantConfig, classes []tenancy.GP
 		}
 		raw, err := json.Marshal(value)
 		require.NoError(s.t, err)
-		cfg[pipeline.Namespace+":"+key] = string(raw)
+		cfg[platform.ConfigNamespace+":"+key] = string(raw)
 	}
-	secrets := map[string]string{pipeline.Namespace + ":kubeconfig": string(raw)}
+	secrets := map[string]string{platform.ConfigNamespace + ":kubeconfig": string(raw)}
 	if s.platformConnected {
 		keyed := tenants
 		if keyed == nil {
@@ -119,7 +121,7 @@ func (s *stackEnv) options(tenants []pipeline.TenantConfig, classes []tenancy.GP
 		}
 		raw, err := json.Marshal(keys)
 		require.NoError(s.t, err)
-		secrets[pipeline.Namespace+":platformAccessKeys"] = string(raw)
+		secrets[platform.ConfigNamespace+":platformAccessKeys"] = string(raw)
 	}
 	return engine.Options{
 		RepoRoot: repoRoot, Stack: s.stack(), ConfigFrom: "local", WorkDir: s.workDir, StateDir: s.stateDir,
@@ -136,21 +138,27 @@ func (s *stackEnv) stack() string {
 }
 
 // owner is the value of the owner label on this stack's objects.
-func (s *stackEnv) owner() string { return naming.StackOwner(pipeline.Namespace, s.stack()) }
+func (s *stackEnv) owner() string {
+	project := s.project
+	if project == "" {
+		project = platform.ConfigNamespace
+	}
+	return naming.StackOwner(project, s.stack())
+}
 
 // classes are the local stack's GPU classes, those named marked platform-only.
 func (s *stackEnv) classes(platformOnly ...string) []tenancy.GPUClass {
 	var out []tenancy.GPUClass
-	require.NoError(s.t, json.Unmarshal([]byte(s.base.Values[pipeline.Namespace+":gpuClasses"]), &out))
+	require.NoError(s.t, json.Unmarshal([]byte(s.base.Values[platform.ConfigNamespace+":gpuClasses"]), &out))
 	for i := range out {
 		out[i].PlatformOnly = slices.Contains(platformOnly, out[i].Name)
 	}
 	return out
 }
 
-func (s *stackEnv) tenants() []pipeline.TenantConfig {
-	var out []pipeline.TenantConfig
-	require.NoError(s.t, json.Unmarshal([]byte(s.base.Values[pipeline.Namespace+":tenants"]), &out))
+func (s *stackEnv) tenants() []platform.TenantArgs {
+	var out []platform.TenantArgs
+	require.NoError(s.t, json.Unmarshal([]byte(s.base.Values[platform.ConfigNamespace+":tenants"]), &out))
 	return out
 }
 
@@ -524,7 +532,7 @@ func checkState(t *testing.T, env *stackEnv) {
 
 func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 	tenants := env.tenants()
-	audit := pipeline.TenantConfig{TenantArgs: tenancy.TenantArgs{Name: "audit-ai", Classes: []string{slice}, GPUQuota: map[string]int{slice: 1}}}
+	audit := platform.TenantArgs{TenantArgs: tenancy.TenantArgs{Name: "audit-ai", Classes: []string{slice}, GPUQuota: map[string]int{slice: 1}}}
 
 	t.Run("adding a tenant creates it and touches no other tenant", func(t *testing.T) {
 		res, err := env.open(ctx, append(tenants, audit)).Up(ctx)
@@ -542,7 +550,7 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 	})
 
 	t.Run("changing a quota updates just that quota", func(t *testing.T) {
-		changed := append([]pipeline.TenantConfig(nil), tenants...)
+		changed := append([]platform.TenantArgs(nil), tenants...)
 		changed[1].GPUQuota = map[string]int{slice: 5}
 		res, err := env.open(ctx, append(changed, audit)).Up(ctx)
 		require.NoError(t, err)
@@ -561,7 +569,7 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 	})
 
 	t.Run("granting a class lets the tenant claim it", func(t *testing.T) {
-		changed := append([]pipeline.TenantConfig(nil), tenants...)
+		changed := append([]platform.TenantArgs(nil), tenants...)
 		changed[1].Classes = []string{slice, whole}
 		changed[1].GPUQuota = map[string]int{slice: 5, whole: 1}
 		_, err := env.open(ctx, append(changed, audit)).Up(ctx)

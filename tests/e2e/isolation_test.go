@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -368,7 +368,7 @@ func checkGrantLifecycle(t *testing.T, ctx context.Context, env *stackEnv) {
 	})
 
 	t.Run("every tenant removed, one added back, and its grant works", func(t *testing.T) {
-		_, err := env.openWith(ctx, []pipeline.TenantConfig{}, env.classes(whole, slice)).Up(ctx)
+		_, err := env.openWith(ctx, []platform.TenantArgs{}, env.classes(whole, slice)).Up(ctx)
 		require.NoError(t, err)
 		_, err = env.openWith(ctx, tenants[:1], env.classes(slice)).Up(ctx)
 		require.NoError(t, err)

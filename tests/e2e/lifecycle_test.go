@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/syncbuf"
@@ -342,7 +342,7 @@ func TestStateLeftIncompleteByAKilledEngineIsRepaired(t *testing.T) {
 
 	sidecar := localStateFile(env.stateDir) + ".attrs"
 	require.NoError(t, os.WriteFile(sidecar, nil, 0o600))
-	lockDir := filepath.Join(env.stateDir, ".pulumi", "locks", "organization", pipeline.Namespace, "local")
+	lockDir := filepath.Join(env.stateDir, ".pulumi", "locks", "organization", platform.ConfigNamespace, "local")
 	require.NoError(t, os.MkdirAll(lockDir, 0o700))
 	tempLock := filepath.Join(lockDir, "a1b2.json.18c9e2f1.tmp")
 	require.NoError(t, os.WriteFile(tempLock, nil, 0o600))

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	helmv4 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v4"
@@ -62,7 +62,7 @@ func checkPolicyPack(t *testing.T, ctx context.Context, env *stackEnv) {
 
 	t.Run("a broken program fails with each policy's message naming the resource", func(t *testing.T) {
 		broken := &guardRailBreaker{}
-		found, err := previewWithPolicy(t, ctx, env, broken.program(pipeline.Program(repoRoot)))
+		found, err := previewWithPolicy(t, ctx, env, broken.program(platform.Program(repoRoot)))
 		require.Equal(t, []string{brokenVCluster, brokenClassResource, brokenQuotaResource}, broken.applied(),
 			"the broken program must break all three guard rails (have the pipeline's resource names changed?)")
 		require.Error(t, err, "a mandatory policy violation fails the preview")

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
@@ -49,7 +51,8 @@ type Options struct {
 	PolicyPacks []string
 	// SkipRefresh leaves out the refresh that Up and Preview run first, where speed matters more than seeing drift.
 	SkipRefresh bool
-	// Program replaces the pipeline as the inline program; nil runs pipeline.Program(RepoRoot). Tests use it to run
+	// Program replaces the platform program as the inline program; nil runs platform.InlineProgram(RepoRoot, WorkDir).
+	// Tests use it to run
 	// a deliberately broken program.
 	Program pulumi.RunFunc `json:"-"`
 }
@@ -64,7 +67,7 @@ func PolicyPack(repoRoot string) string {
 }
 
 // projectName is the Pulumi project, as the program's config namespace spells it.
-const projectName = pipeline.Namespace
+const projectName = platform.ConfigNamespace
 
 // LocalPassphrase is the passphrase of stacks run on the local control plane when none is given; it protects
 // nothing of value (the local cluster's throwaway credentials) and is documented in the README.
@@ -99,7 +102,7 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 		o.ConfigFrom = o.Stack
 	}
 	stackFile := filepath.Join(o.RepoRoot, "stacks", "Pulumi."+o.ConfigFrom+".yaml")
-	sc, err := pipeline.ReadStackFile(stackFile)
+	sc, err := platform.ReadStackFile(stackFile)
 	if err != nil {
 		return nil, err
 	}
@@ -107,10 +110,10 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 		sc.Values[k] = v
 	}
 	for k := range o.SecretConfig {
-		sc.Values[k] = pipeline.SecretPlaceholder
+		sc.Values[k] = platform.SecretPlaceholder
 		sc.Secrets = append(sc.Secrets, k)
 	}
-	if _, err := pipeline.Load(sc.Source()); err != nil {
+	if _, err := platform.Load(sc.Source(), platform.ConfigKeys); err != nil {
 		return nil, fmt.Errorf("stack %s: %w", o.Stack, err)
 	}
 	for _, dir := range []string{o.WorkDir, o.StateDir} {
@@ -142,27 +145,18 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	o.PolicyPacks = packs
 	program := o.Program
 	if program == nil {
-		program = pipeline.Program(o.RepoRoot)
+		program = platform.InlineProgram(o.RepoRoot, o.WorkDir)
 	}
 
-	cmd, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: tools})
+	cli, err := CLI(o.RepoRoot, map[string]string{"PULUMI_CONFIG_PASSPHRASE": o.Passphrase})
 	if err != nil {
-		return nil, fmt.Errorf("engine: the pulumi CLI in %s/bin (run `make tools`): %w", tools, err)
+		return nil, err
 	}
-	env := map[string]string{
-		"PULUMI_CONFIG_PASSPHRASE": o.Passphrase,
-		"PULUMI_SKIP_UPDATE_CHECK": "true",
-		// Plugins come from .tools only: nothing may be downloaded.
-		"PATH": filepath.Join(tools, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
-	}
-	ws, err := auto.NewLocalWorkspace(ctx,
+	ws, err := auto.NewLocalWorkspace(ctx, append(cli,
 		auto.WorkDir(o.WorkDir),
-		auto.PulumiHome(filepath.Join(tools, "pulumi-home")),
-		auto.Pulumi(cmd),
-		auto.EnvVars(env),
 		auto.SecretsProvider("passphrase"),
 		auto.Program(program),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("engine: workspace for stack %s: %w", o.Stack, err)
 	}
@@ -183,6 +177,22 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 		}
 	}
 	return &Stack{Stack: st, opts: o}, nil
+}
+
+// CLI are the workspace options that run the pulumi CLI `make tools` built in repoRoot/.tools, with plugins from
+// there only (nothing may be downloaded) and env added to the CLI's environment.
+func CLI(repoRoot string, env map[string]string) ([]auto.LocalWorkspaceOption, error) {
+	tools := filepath.Join(repoRoot, ".tools")
+	cmd, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: tools})
+	if err != nil {
+		return nil, fmt.Errorf("engine: the pulumi CLI in %s/bin (run `make tools`): %w", tools, err)
+	}
+	all := map[string]string{
+		"PULUMI_SKIP_UPDATE_CHECK": "true",
+		"PATH":                     filepath.Join(tools, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
+	}
+	maps.Copy(all, env)
+	return []auto.LocalWorkspaceOption{auto.PulumiHome(filepath.Join(tools, "pulumi-home")), auto.Pulumi(cmd), auto.EnvVars(all)}, nil
 }
 
 // writeWorkspace writes the project file and the stack's working copy of its config. The working copy keeps the
@@ -206,7 +216,15 @@ func writeWorkspace(o Options, stackFile string) error {
 			salt = doc.EncryptionSalt
 		}
 	}
-	out := string(src)
+	// A stack file's own salt (the local stack's, for the CLI run from the repository root with the local passphrase)
+	// is not the working copy's: this stack's passphrase may differ, and its state was encrypted with its own salt.
+	var lines []string
+	for _, line := range strings.Split(string(src), "\n") {
+		if !strings.HasPrefix(line, "encryptionsalt:") {
+			lines = append(lines, line)
+		}
+	}
+	out := strings.Join(lines, "\n")
 	if salt != "" {
 		out = "encryptionsalt: " + salt + "\n" + out
 	}

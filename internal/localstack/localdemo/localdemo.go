@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optremove"
@@ -52,7 +52,7 @@ type Options struct {
 type demo struct {
 	Options
 	kubeconfig string
-	stackFile  pipeline.StackConfig
+	stackFile  platform.StackConfig
 }
 
 func newDemo(o Options) (*demo, error) {
@@ -81,7 +81,7 @@ func newDemo(o Options) (*demo, error) {
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}
-	sc, err := pipeline.ReadStackFile(filepath.Join(o.RepoRoot, "stacks", "Pulumi."+stackName+".yaml"))
+	sc, err := platform.ReadStackFile(filepath.Join(o.RepoRoot, "stacks", "Pulumi."+stackName+".yaml"))
 	if err != nil {
 		return nil, err
 	}
@@ -198,9 +198,9 @@ func Down(ctx context.Context, o Options) error {
 // open opens the local stack, its kubeconfig the control plane's in ClusterDir.
 func (d *demo) open(ctx context.Context) (*engine.Stack, error) {
 	existing := map[string]any{}
-	if raw := d.stackFile.Values[pipeline.Namespace+":existing"]; raw != "" {
+	if raw := d.stackFile.Values[platform.ConfigNamespace+":existing"]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &existing); err != nil {
-			return nil, fmt.Errorf("%s:existing of the local stack: %w", pipeline.Namespace, err)
+			return nil, fmt.Errorf("%s:existing of the local stack: %w", platform.ConfigNamespace, err)
 		}
 	}
 	existing["kubeconfigPath"] = d.kubeconfig
@@ -210,7 +210,7 @@ func (d *demo) open(ctx context.Context) (*engine.Stack, error) {
 	}
 	return engine.Open(ctx, engine.Options{
 		RepoRoot: d.RepoRoot, Stack: stackName, WorkDir: d.WorkDir, StateDir: d.StateDir, Progress: d.Progress,
-		Config: map[string]string{pipeline.Namespace + ":existing": string(raw)},
+		Config: map[string]string{platform.ConfigNamespace + ":existing": string(raw)},
 	})
 }
 
@@ -324,9 +324,9 @@ func (d *demo) deleteDemoPods(ctx context.Context, cs kubernetes.Interface) erro
 }
 
 // tenants are the tenants of the local stack file.
-func (d *demo) tenants() ([]pipeline.TenantConfig, error) {
-	var tenants []pipeline.TenantConfig
-	if err := json.Unmarshal([]byte(d.stackFile.Values[pipeline.Namespace+":tenants"]), &tenants); err != nil {
+func (d *demo) tenants() ([]platform.TenantArgs, error) {
+	var tenants []platform.TenantArgs
+	if err := json.Unmarshal([]byte(d.stackFile.Values[platform.ConfigNamespace+":tenants"]), &tenants); err != nil {
 		return nil, fmt.Errorf("tenants of the local stack: %w", err)
 	}
 	return tenants, nil

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
-	"github.com/gpu-tenancy/gpu-tenancy/infra/pipeline"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +19,7 @@ import (
 // row is what one tenant sees, gets and is refused.
 type row struct{ tenant, sees, admitted, device, denied, why string }
 
-func tenantRows(ctx context.Context, cs kubernetes.Interface, tenants []pipeline.TenantConfig) ([]row, error) {
+func tenantRows(ctx context.Context, cs kubernetes.Interface, tenants []platform.TenantArgs) ([]row, error) {
 	var rows []row
 	for _, t := range tenants {
 		ns := naming.Namespace(t.Name)
@@ -85,7 +85,7 @@ func start(ctx context.Context, cs kubernetes.Interface, ns, name, class string)
 
 // oversubscribe has the tenant ask for one device of its first class more than the simulated pool holds (within its
 // quota), so `gpu-tenancy pending` has a waiting claim to show, with the scheduler's reason.
-func (d *demo) oversubscribe(ctx context.Context, cs kubernetes.Interface, t pipeline.TenantConfig) error {
+func (d *demo) oversubscribe(ctx context.Context, cs kubernetes.Interface, t platform.TenantArgs) error {
 	if len(t.Classes) == 0 {
 		return nil
 	}
@@ -111,7 +111,7 @@ func (d *demo) oversubscribe(ctx context.Context, cs kubernetes.Interface, t pip
 }
 
 // foreignClass is a class granted to another tenant but not to t.
-func foreignClass(t pipeline.TenantConfig, tenants []pipeline.TenantConfig) string {
+func foreignClass(t platform.TenantArgs, tenants []platform.TenantArgs) string {
 	for _, other := range tenants {
 		for _, c := range other.Classes {
 			if !slices.Contains(t.Classes, c) {

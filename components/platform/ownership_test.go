@@ -1,4 +1,4 @@
-package pipeline
+package platform
 
 import (
 	"context"
@@ -86,7 +86,7 @@ func TestCheckOwnership(t *testing.T) {
 			scheme := metadatafake.NewTestScheme()
 			require.NoError(t, metav1.AddMetaToScheme(scheme))
 			client := metadatafake.NewSimpleMetadataClient(scheme, c.existing...)
-			err := checkOwnership(context.Background(), client, me, refs, c.adopt)
+			err := checkOwnership(context.Background(), client, me, refs, c.adopt, ConfigKeys.Path(keyOwnership).Child("adopt"))
 			if len(c.wantLines) == 0 {
 				require.NoError(t, err)
 				return
@@ -118,7 +118,7 @@ func TestOwnershipIsCheckedWithOneListPerKind(t *testing.T) {
 	require.NoError(t, metav1.AddMetaToScheme(scheme))
 	client := metadatafake.NewSimpleMetadataClient(scheme,
 		existingObject(naming.KindNamespace, "tenant-7", map[string]string{naming.StackLabel: "gpu-tenancy.staging"}))
-	err := checkOwnership(context.Background(), client, "gpu-tenancy.prod", refs, nil)
+	err := checkOwnership(context.Background(), client, "gpu-tenancy.prod", refs, nil, ConfigKeys.Path(keyOwnership).Child("adopt"))
 	require.ErrorContains(t, err, "Namespace tenant-7 exists and belongs to stack gpu-tenancy.staging")
 	assert.Len(t, client.Actions(), len(kinds), "requests: %v", client.Actions())
 	for _, a := range client.Actions() {
@@ -140,7 +140,7 @@ func TestOwnershipConfigValidate(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			errs := OwnershipConfig{Adopt: c.adopt}.Validate(field.NewPath("gpu-tenancy:ownership"))
+			errs := OwnershipArgs{Adopt: c.adopt}.Validate(field.NewPath("gpu-tenancy:ownership"))
 			if c.want == "" {
 				assert.Empty(t, errs)
 				return
@@ -193,7 +193,7 @@ func TestEveryObjectCarriesItsStacksLabelAndForceAnnotation(t *testing.T) {
 func TestPlannedObjectsAreEveryClusterScopedObject(t *testing.T) {
 	sc, err := ReadStackFile("../../stacks/Pulumi.gke-dev.yaml")
 	require.NoError(t, err)
-	cfg, err := Load(sc.Source())
+	cfg, err := Load(sc.Source(), ConfigKeys)
 	require.NoError(t, err)
 	rec, err := runStack(t, "gke-dev", nil)
 	require.NoError(t, err)
@@ -231,14 +231,14 @@ func TestARefusalIsNeverMistakenForAnUnreachableCluster(t *testing.T) {
 		existingObject(naming.KindDeviceClass, "gpu-whole", map[string]string{naming.StackLabel: "gpu-tenancy.staging"}))
 	var warnings []string
 	err := checkReachable(context.Background(), client, "gpu-tenancy.prod",
-		[]naming.ObjectRef{{Kind: naming.KindDeviceClass, Name: "gpu-whole"}}, nil, func(w string) { warnings = append(warnings, w) })
+		[]naming.ObjectRef{{Kind: naming.KindDeviceClass, Name: "gpu-whole"}}, nil, ConfigKeys.Path(keyOwnership).Child("adopt"), func(w string) { warnings = append(warnings, w) })
 	require.ErrorContains(t, err, "belongs to stack gpu-tenancy.staging")
 	assert.Empty(t, warnings)
 }
 
 func TestAClusterThatDoesNotAnswerIsAWarning(t *testing.T) {
 	var warnings []string
-	cfg := &Config{GPUClasses: nil}
+	cfg := &PlatformArgs{GPUClasses: nil}
 	err := checkExistingCluster(context.Background(), cfg,
 		"apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"+
 			"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n",

@@ -1,12 +1,15 @@
-package pipeline
+package platform
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -138,6 +141,72 @@ func TestBadConfigRegistersNothing(t *testing.T) {
 	}
 }
 
+// Every bad config of the project's table, run as the program (the key list handed over as the Go language host
+// hands it), fails at the case's path with nothing registered: not the cluster, not the component itself.
+func TestBadConfigsRegisterNothing(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	for _, c := range badConfigs() {
+		t.Run(c.name, func(t *testing.T) {
+			values, secrets := c.config().stackConfig(c.secretKeys()...)
+			raw, err := json.Marshal(values)
+			require.NoError(t, err)
+			t.Setenv(pulumi.EnvConfig, string(raw))
+			rec := &mocktest.Recorder{Outputs: mocktest.ComputedOutputs()}
+			err = mocktest.Run("dev", Program(root), rec, mocktest.WithConfig(values, secrets))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.wantPath)
+			assert.Empty(t, rec.All(), "no resource may be registered on bad input")
+		})
+	}
+}
+
+// A library caller who builds the args in Go, without Load, gets the same validation before anything registers,
+// with the defaults applied first and errors named as the component's properties.
+func TestLibraryCallerWithBadArgsRegistersNothing(t *testing.T) {
+	good, err := Load(goodScaleway().source("platformAdminPassword"), PropertyKeys)
+	require.NoError(t, err)
+	cases := map[string]struct {
+		mutate func(a *PlatformArgs)
+		path   string
+	}{
+		"a tenant granted a class the catalog lacks": {func(a *PlatformArgs) { a.Tenants[0].Classes = []string{"gpu-h200"} }, "tenants[0].classes[0]"},
+		"a pool name that is no DNS label":           {func(a *PlatformArgs) { a.Scaleway.GPUPools[0].Name = "L4_Pool" }, "gpuPools[0].name"},
+		"no admin password while installing":         {func(a *PlatformArgs) { a.Secrets.PlatformAdminPassword = "" }, "platformAdminPassword"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			args := *good
+			args.Tenants = slices.Clone(good.Tenants)
+			args.Scaleway.GPUPools = slices.Clone(good.Scaleway.GPUPools)
+			c.mutate(&args)
+			rec := &mocktest.Recorder{Outputs: mocktest.ComputedOutputs()}
+			err := mocktest.Run("dev", func(ctx *pulumi.Context) error {
+				_, err := NewPlatform(ctx, "gpus", &args)
+				return err
+			}, rec)
+			var argsErr *ArgsError
+			require.ErrorAs(t, err, &argsErr)
+			assert.Contains(t, err.Error(), "invalid Platform arguments")
+			assert.Contains(t, err.Error(), "  - "+c.path+":")
+			assert.NotContains(t, err.Error(), ConfigNamespace+":")
+			assert.Empty(t, rec.All(), "no resource may be registered on bad input")
+		})
+	}
+}
+
+// The defaults are one idiom in one place: applying them to args that have them changes nothing, so Load (which
+// defaults to validate) and NewPlatform (which defaults for a library caller) agree.
+func TestDefaultsApplyOnce(t *testing.T) {
+	for name, tc := range map[string]testConfig{"gke": goodGKE(), "scaleway": goodScaleway(), "existing": goodExisting()} {
+		t.Run(name, func(t *testing.T) {
+			args, err := Load(tc.source("platformAdminPassword"), ConfigKeys)
+			require.NoError(t, err)
+			assert.Equal(t, *args, args.WithDefaults())
+		})
+	}
+}
+
 func TestKubeconfigServerIsPerTenant(t *testing.T) {
 	rec, err := runStack(t, "gke-dev", map[string]string{"gpu-tenancy:vcluster": `{"kubeconfigServer":"https://{tenant}.vc.example.com"}`})
 	require.NoError(t, err)
@@ -225,5 +294,22 @@ func TestNamespaceDeletionIsBounded(t *testing.T) {
 				assert.Equal(t, c.want, ns.Request.GetCustomTimeouts().GetDelete(), "namespace %s", ns.Name)
 			}
 		})
+	}
+}
+
+func TestPathsExpandTheEnvironmentAsAShellDoes(t *testing.T) {
+	t.Setenv("GT_TEST_DIR", "/srv/cluster")
+	t.Setenv("GT_TEST_EMPTY", "")
+	cases := map[string]struct{ in, want string }{
+		"a set variable":                   {"${GT_TEST_DIR}/kubeconfig", "/srv/cluster/kubeconfig"},
+		"a set variable over its fallback": {"${GT_TEST_DIR:-.tools/local-cluster}/kubeconfig", "/srv/cluster/kubeconfig"},
+		"the fallback of an unset one":     {"${GT_TEST_UNSET:-.tools/local-cluster}/kubeconfig", "/repo/.tools/local-cluster/kubeconfig"},
+		"the fallback of an empty one":     {"${GT_TEST_EMPTY:-/etc/k}/kubeconfig", "/etc/k/kubeconfig"},
+		"an unset one without fallback":    {"$GT_TEST_UNSET/kubeconfig", "/kubeconfig"},
+		"a relative path":                  {"charts/vcluster", "/repo/charts/vcluster"},
+		"nothing":                          {"", ""},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) { assert.Equal(t, c.want, resolve("/repo", c.in)) })
 	}
 }

@@ -1,8 +1,9 @@
-package pipeline
+package platform
 
 import (
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,23 +17,29 @@ import (
 type testConfig map[string]any
 
 func (tc testConfig) source(secrets ...string) Source {
+	values, full := tc.stackConfig(secrets...)
+	return mapSource{values: values, secrets: full}
+}
+
+// stackConfig is the config as a program receives it: full keys to raw values, and the full keys of the secrets.
+func (tc testConfig) stackConfig(secrets ...string) (map[string]string, []string) {
 	values := map[string]string{}
 	for k, v := range tc {
 		if s, ok := v.(string); ok {
-			values[Namespace+":"+k] = s
+			values[ConfigNamespace+":"+k] = s
 			continue
 		}
 		raw, err := json.Marshal(v)
 		if err != nil {
 			panic(err)
 		}
-		values[Namespace+":"+k] = string(raw)
+		values[ConfigNamespace+":"+k] = string(raw)
 	}
 	var full []string
 	for _, s := range secrets {
-		full = append(full, Namespace+":"+s)
+		full = append(full, ConfigNamespace+":"+s)
 	}
-	return mapSource{values: values, secrets: full}
+	return values, full
 }
 
 type obj = map[string]any
@@ -97,7 +104,7 @@ func at(tc testConfig, key string, i int) obj { return tc[key].(list)[i].(obj) }
 func TestGoodConfigsLoad(t *testing.T) {
 	for name, tc := range map[string]testConfig{"gke": goodGKE(), "scaleway": goodScaleway(), "existing": goodExisting()} {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := Load(tc.source("platformAdminPassword"))
+			cfg, err := Load(tc.source("platformAdminPassword"), ConfigKeys)
 			require.NoError(t, err)
 			assert.EqualValues(t, name, cfg.Cloud)
 		})
@@ -105,7 +112,7 @@ func TestGoodConfigsLoad(t *testing.T) {
 }
 
 func TestDefaultsApply(t *testing.T) {
-	cfg, err := Load(goodGKE().source("platformAdminPassword"))
+	cfg, err := Load(goodGKE().source("platformAdminPassword"), ConfigKeys)
 	require.NoError(t, err)
 	assert.Equal(t, "1.35", cfg.GKE.KubernetesVersion)
 	assert.Equal(t, "REGULAR", cfg.GKE.ReleaseChannel)
@@ -117,7 +124,7 @@ func TestDefaultsApply(t *testing.T) {
 	assert.True(t, cfg.DRAEnabled())
 	assert.True(t, cfg.PlatformEnabled())
 
-	scw, err := Load(goodScaleway().source("platformAdminPassword"))
+	scw, err := Load(goodScaleway().source("platformAdminPassword"), ConfigKeys)
 	require.NoError(t, err)
 	assert.Equal(t, "cilium", scw.Scaleway.CNI)
 	assert.Equal(t, "1.35", scw.Scaleway.KubernetesVersion)
@@ -131,7 +138,7 @@ func TestExampleStacksLoad(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			sc, err := ReadStackFile(f)
 			require.NoError(t, err)
-			_, err = Load(sc.Source())
+			_, err = Load(sc.Source(), ConfigKeys)
 			require.NoError(t, err)
 		})
 	}
@@ -140,7 +147,7 @@ func TestExampleStacksLoad(t *testing.T) {
 func TestPricesDecode(t *testing.T) {
 	tc := goodGKE()
 	tc["prices"] = obj{"currency": "EUR", "perDeviceHour": obj{"gpu-whole": 2.93, "gpu-slice": 1}}
-	cfg, err := Load(tc.source("platformAdminPassword"))
+	cfg, err := Load(tc.source("platformAdminPassword"), ConfigKeys)
 	require.NoError(t, err)
 	assert.Equal(t, rules.Prices{Currency: "EUR", PerDeviceHour: map[string]float64{"gpu-whole": 2.93, "gpu-slice": 1}}, cfg.Prices)
 }
@@ -169,16 +176,36 @@ func TestReadStackFileKeepsSecretsOut(t *testing.T) {
 	assert.NotContains(t, sc.Values["gpu-tenancy:platformAdminPassword"], "v1:")
 }
 
-func TestBadConfigs(t *testing.T) {
-	cases := []struct {
-		name    string
-		base    func() testConfig
-		mutate  func(tc testConfig)
-		secrets []string
-		// wantPath is the key path the error must name; wantMsg a fragment of what it says is allowed.
-		wantPath string
-		wantMsg  string
-	}{
+// badConfig is a stack config with one mistake, and the error that must name it.
+type badConfig struct {
+	name    string
+	base    func() testConfig
+	mutate  func(tc testConfig)
+	secrets []string
+	// wantPath is the key path the error must name; wantMsg a fragment of what it says is allowed.
+	wantPath string
+	wantMsg  string
+}
+
+// config is the stack config of the case.
+func (c badConfig) config() testConfig {
+	tc := c.base()
+	c.mutate(tc)
+	return tc
+}
+
+// secretKeys are the keys the case sets as secrets: platformAdminPassword when it names none.
+func (c badConfig) secretKeys() []string {
+	if c.secrets == nil {
+		return []string{"platformAdminPassword"}
+	}
+	return c.secrets
+}
+
+// badConfigs is the project's table of bad configs: each is refused by Load with an error at its path, and by the
+// program before it registers anything (TestBadConfigsRegisterNothing).
+func badConfigs() []badConfig {
+	return []badConfig{
 		{"cloud missing", goodGKE, func(tc testConfig) { delete(tc, "cloud") }, nil,
 			"gpu-tenancy:cloud", "gke, scaleway, existing"},
 		{"cloud unknown", goodGKE, func(tc testConfig) { tc["cloud"] = "aws" }, nil,
@@ -189,6 +216,8 @@ func TestBadConfigs(t *testing.T) {
 			"gpu-tenancy:gke.zones", `"zone"`},
 		{"unknown key in a tenant", goodGKE, func(tc testConfig) { at(tc, "tenants", 1)["gpuQuotas"] = obj{} }, nil,
 			"gpu-tenancy:tenants[1].gpuQuotas", `"gpuQuota"`},
+		{"gke without GPU pools", goodGKE, func(tc testConfig) { tc["gpuPools"] = list{} }, nil,
+			"gpu-tenancy:gpuPools", "the NVIDIA DRA driver runs on GPU nodes"},
 		{"wrong type", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 0)["minNodes"] = "zero" }, nil,
 			"gpu-tenancy:gpuPools[0].minNodes", "must be an integer"},
 		{"list where an object belongs", goodGKE, func(tc testConfig) { tc["gke"] = list{"us-central1-a"} }, nil,
@@ -404,19 +433,17 @@ func TestBadConfigs(t *testing.T) {
 		{"unknown prices key", goodGKE, func(tc testConfig) { tc["prices"] = obj{"currency": "EUR", "perHour": obj{"gpu-whole": 2}} }, nil,
 			"gpu-tenancy:prices.perHour", `"perDeviceHour"`},
 	}
+}
+
+func TestBadConfigs(t *testing.T) {
+	cases := badConfigs()
 	require.GreaterOrEqual(t, len(cases), 30)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tc := c.base()
-			c.mutate(tc)
-			secrets := c.secrets
-			if secrets == nil {
-				secrets = []string{"platformAdminPassword"}
-			}
-			cfg, err := Load(tc.source(secrets...))
+			cfg, err := Load(c.config().source(c.secretKeys()...), ConfigKeys)
 			require.Error(t, err)
 			assert.Nil(t, cfg)
-			var cerr *ConfigError
+			var cerr *ArgsError
 			require.ErrorAs(t, err, &cerr)
 			found := false
 			for _, e := range cerr.Errs {
@@ -432,7 +459,7 @@ func TestBadConfigs(t *testing.T) {
 func TestValidExtraCELIsAccepted(t *testing.T) {
 	tc := goodGKE()
 	at(tc, "gpuClasses", 0)["extraCEL"] = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"
-	_, err := Load(tc.source("platformAdminPassword"))
+	_, err := Load(tc.source("platformAdminPassword"), ConfigKeys)
 	require.NoError(t, err)
 }
 
@@ -441,8 +468,8 @@ func TestAllProblemsReportedAtOnce(t *testing.T) {
 	tc["gke"].(obj)["zone"] = "nowhere"
 	at(tc, "gpuPools", 0)["name"] = "Bad_Name"
 	at(tc, "tenants", 1)["classes"] = list{"nope"}
-	_, err := Load(tc.source("platformAdminPassword"))
-	var cerr *ConfigError
+	_, err := Load(tc.source("platformAdminPassword"), ConfigKeys)
+	var cerr *ArgsError
 	require.ErrorAs(t, err, &cerr)
 	var fields []string
 	for _, e := range cerr.Errs {
@@ -457,7 +484,7 @@ func TestAllProblemsReportedAtOnce(t *testing.T) {
 func TestSecretValuesNeverPrinted(t *testing.T) {
 	tc := goodExisting()
 	tc["kubeconfig"] = "apiVersion: v1 # token=abc"
-	_, err := Load(tc.source("platformAdminPassword"))
+	_, err := Load(tc.source("platformAdminPassword"), ConfigKeys)
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "token=abc")
 	assert.Equal(t, "[secret]", Secret("hunter2").String())
@@ -472,9 +499,22 @@ func TestMalformedAccessKeysAreNeverPrinted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tc := goodGKE()
 			tc["platformAccessKeys"] = raw
-			_, err := Load(tc.source("platformAdminPassword", "platformAccessKeys"))
+			_, err := Load(tc.source("platformAdminPassword", "platformAccessKeys"), ConfigKeys)
 			require.ErrorContains(t, err, "gpu-tenancy:platformAccessKeys")
 			assert.NotContains(t, err.Error(), "sk-12345")
 		})
 	}
+}
+
+// The properties a schema is generated from are the keys the decoder reads: every one but the refused shared
+// platform access key.
+func TestPropertiesAreTheKnownKeys(t *testing.T) {
+	var names []string
+	for _, p := range Properties() {
+		names = append(names, p.Name)
+		assert.NotEmpty(t, p.Types, p.Name)
+		assert.Equal(t, p.Secret, slices.Contains([]string{keyKubeconfig, keyAdminPassword, keyLicenseToken, keyAccessKeys}, p.Name), p.Name)
+	}
+	want := slices.DeleteFunc(slices.Clone(knownKeys), func(k string) bool { return k == keyAccessKey })
+	assert.ElementsMatch(t, want, names)
 }

@@ -1,4 +1,4 @@
-package pipeline
+package platform
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// OwnershipConfig is `gpu-tenancy:ownership`.
-type OwnershipConfig struct {
+// OwnershipArgs are the ownership key.
+type OwnershipArgs struct {
 	// Adopt lists objects ("Kind/name", such as "DeviceClass/gpu-whole") this stack may take over although they
 	// exist without its owner label: created by hand, by a version before owner labels, or handed over by another
 	// stack that no longer manages them.
@@ -39,7 +39,7 @@ var ownedKinds = map[string]schema.GroupVersionResource{
 }
 
 // Validate checks each entry names a kind the program creates and an object name.
-func (o OwnershipConfig) Validate(path *field.Path) field.ErrorList {
+func (o OwnershipArgs) Validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	kinds := sortedKeys(ownedKinds)
 	for i, ref := range o.Adopt {
@@ -70,7 +70,7 @@ func owner(project, stack string) (string, error) {
 }
 
 // plannedObjects are the cluster-scoped objects the program will create for cfg.
-func plannedObjects(cfg *Config) []naming.ObjectRef {
+func plannedObjects(cfg *PlatformArgs) []naming.ObjectRef {
 	refs := tenancy.ClusterObjects(cfg.GPUClasses, cfg.TenantNames())
 	ns := func(name string) naming.ObjectRef { return naming.ObjectRef{Kind: naming.KindNamespace, Name: name} }
 	if cfg.DRAEnabled() {
@@ -90,7 +90,8 @@ func plannedObjects(cfg *Config) []naming.ObjectRef {
 // stack creates its own cluster, so only an existing cluster can hold another stack's objects. It lists each kind
 // once rather than getting each object: client-go's default rate limit (5 requests a second after a burst of 10,
 // k8s.io/client-go v0.34 rest/config.go DefaultQPS) made one GET per object cost 13 s at 20 tenants.
-func checkOwnership(ctx context.Context, client metadata.Interface, owner string, refs []naming.ObjectRef, adopt []string) error {
+func checkOwnership(ctx context.Context, client metadata.Interface, owner string, refs []naming.ObjectRef, adopt []string,
+	adoptKey *field.Path) error {
 	owners := map[naming.ObjectRef]string{}
 	listed := map[string]bool{}
 	for _, ref := range refs {
@@ -124,8 +125,8 @@ func checkOwnership(ctx context.Context, client metadata.Interface, owner string
 	return &ownershipError{fmt.Sprintf("this stack (%s) would take over objects it does not own:\n%s\n"+
 		"A cluster holds one platform stack: DeviceClasses, admission policies and namespaces have cluster-wide names. "+
 		"Point this stack at its own cluster, or destroy the other stack first. To take an object over deliberately, "+
-		"list it in %s:ownership.adopt (\"Kind/name\"), after the stack that owns it has stopped managing it",
-		owner, strings.Join(problems, "\n"), Namespace)}
+		"list it in %s (\"Kind/name\"), after the stack that owns it has stopped managing it",
+		owner, strings.Join(problems, "\n"), adoptKey)}
 }
 
 // ownershipError is the refusal to manage objects of another owner, told apart from a cluster that cannot answer.
@@ -135,7 +136,7 @@ func (e *ownershipError) Error() string { return e.msg }
 
 // checkExistingCluster runs checkOwnership against an existing cluster. A kubeconfig that reaches no cluster (as in
 // the offline plans) is reported as a warning: the program cannot create anything there either.
-func checkExistingCluster(ctx context.Context, cfg *Config, kubeconfig, owner string, warn func(string)) error {
+func checkExistingCluster(ctx context.Context, cfg *PlatformArgs, kubeconfig, owner string, warn func(string)) error {
 	rest, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
 	if err == nil {
 		rest.Timeout = 15 * time.Second
@@ -148,13 +149,13 @@ func checkExistingCluster(ctx context.Context, cfg *Config, kubeconfig, owner st
 		warn(fmt.Sprintf("not checking who owns the cluster's objects: %v", err))
 		return nil
 	}
-	return checkReachable(ctx, client, owner, plannedObjects(cfg), cfg.Ownership.Adopt, warn)
+	return checkReachable(ctx, client, owner, plannedObjects(cfg), cfg.Ownership.Adopt, cfg.Keys.Path(keyOwnership).Child("adopt"), warn)
 }
 
 // checkReachable is checkOwnership where a cluster that does not answer is a warning, and every refusal an error.
 func checkReachable(ctx context.Context, client metadata.Interface, owner string, refs []naming.ObjectRef, adopt []string,
-	warn func(string)) error {
-	err := checkOwnership(ctx, client, owner, refs, adopt)
+	adoptKey *field.Path, warn func(string)) error {
+	err := checkOwnership(ctx, client, owner, refs, adopt, adoptKey)
 	var refused *ownershipError
 	if err != nil && !errors.As(err, &refused) && isUnreachable(err) {
 		warn(fmt.Sprintf("not checking who owns the cluster's objects: %v", err))

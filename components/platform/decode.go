@@ -1,4 +1,4 @@
-package pipeline
+package platform
 
 import (
 	"encoding/json"
@@ -14,117 +14,153 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// Source is where raw stack config comes from: the Pulumi context in a program, a stack file or a map in tests.
-// Keys are given without the namespace.
+// Source is where the raw args come from: the Pulumi context in a program, a stack file, a component provider's
+// properties or a map in tests. Keys are the top-level keys, without the config namespace; a structured value is its
+// JSON.
 type Source interface {
 	Get(key string) (string, bool)
 	IsSecret(key string) bool
-	// Keys lists every key set in the namespace, so typos are reported; nil when the source cannot list them.
+	// Keys lists every key set, so typos are reported; nil when the source cannot list them.
 	Keys() []string
 }
 
-// ConfigError lists every problem found in a stack config, one per line, each naming its key path.
-type ConfigError struct{ Errs field.ErrorList }
+// Keys says how errors name the top-level keys, and what the args are called.
+type Keys struct {
+	prefix, noun string
+}
 
-func (e *ConfigError) Error() string {
+var (
+	// ConfigKeys names keys as the stack config spells them: gpu-tenancy:tenants[0].name.
+	ConfigKeys = Keys{prefix: ConfigNamespace + ":", noun: "stack config"}
+	// PropertyKeys names them as the component's properties: tenants[0].name. The zero Keys is the same.
+	PropertyKeys = Keys{}
+)
+
+// Path is the path of a top-level key.
+func (k Keys) Path(key string) *field.Path { return field.NewPath(k.prefix + key) }
+
+// setSecret says how to give key (a path below it when sub is set, such as "<tenant>") as a secret, with placeholder
+// as the value.
+func (k Keys) setSecret(key, sub, placeholder string) string {
+	if k.prefix == "" {
+		p := key
+		if sub != "" {
+			p += "." + sub
+		}
+		return fmt.Sprintf("pass %s as a secret input (pulumi.ToSecret, or fn::secret in YAML)", p)
+	}
+	if sub != "" {
+		return fmt.Sprintf("pulumi config set --secret --path '%s%s.%s' %s", k.prefix, key, sub, placeholder)
+	}
+	return fmt.Sprintf("pulumi config set --secret %s%s %s", k.prefix, key, placeholder)
+}
+
+func (k Keys) what() string {
+	if k.noun == "" {
+		return "Platform arguments"
+	}
+	return k.noun
+}
+
+// ArgsError lists every problem found in the args, one per line, each naming its key path.
+type ArgsError struct {
+	Keys Keys
+	Errs field.ErrorList
+}
+
+func (e *ArgsError) Error() string {
 	lines := make([]string, 0, len(e.Errs))
 	for _, err := range e.Errs {
 		lines = append(lines, "  - "+err.Error())
 	}
-	return fmt.Sprintf("invalid stack config (%d problems):\n%s", len(e.Errs), strings.Join(lines, "\n"))
+	return fmt.Sprintf("invalid %s (%d problems):\n%s", e.Keys.what(), len(e.Errs), strings.Join(lines, "\n"))
 }
 
-// Load reads, defaults and validates the whole stack config. It returns every problem at once and touches nothing.
-func Load(src Source) (*Config, error) {
-	var cfg Config
-	var errs field.ErrorList
+// SecretPlaceholder stands for a secret value that cannot be read where the args are decoded: a stack file read
+// without its secrets provider. Decoding checks that the key is a secret and leaves its content to the program.
+const SecretPlaceholder = "[secret]"
 
-	if keys := src.Keys(); keys != nil {
-		for _, k := range keys {
+// Load reads the args from src, then defaults and validates them: every problem at once, and nothing touched. The
+// args it returns name their keys as keys does, so NewPlatform's own validation reports the same paths.
+func Load(src Source, keys Keys) (*PlatformArgs, error) {
+	cfg, errs := decode(src, keys)
+	// A block that failed to decode is left empty and validated as such: its own errors come first, and the rules
+	// of the blocks that did decode are still checked.
+	*cfg = cfg.WithDefaults()
+	errs = append(errs, cfg.Validate()...)
+	if len(errs) > 0 {
+		return nil, &ArgsError{Keys: keys, Errs: errs}
+	}
+	return cfg, nil
+}
+
+// decode reads every key of src into the args: each block straight into its spec, with every unknown key and wrong
+// type reported at its path. It applies no default and checks no rule.
+func decode(src Source, keys Keys) (*PlatformArgs, field.ErrorList) {
+	cfg := PlatformArgs{Keys: keys}
+	var errs field.ErrorList
+	path := keys.Path
+
+	if set := src.Keys(); set != nil {
+		for _, k := range set {
 			if !slices.Contains(knownKeys, k) {
-				errs = append(errs, field.NotSupported(path(k), "(set)", knownKeys))
+				errs = append(errs, field.NotSupported(path(k), k, knownKeys))
 			}
 		}
 	}
 
 	cloud, _ := src.Get(keyCloud)
 	cfg.Cloud = cluster.Flavour(cloud)
-	objects := []struct {
-		key string
-		out any
-	}{
-		{keyGKE, &cfg.GKE}, {keyScaleway, &cfg.Scaleway}, {keyExisting, &cfg.Existing},
-		{keyGPUClasses, &cfg.GPUClasses}, {keyTenants, &cfg.Tenants}, {keyDRADriver, &cfg.DRADriver},
-		{keyPlatform, &cfg.Platform}, {keyVCluster, &cfg.VCluster}, {keyAdmission, &cfg.Admission},
-		{keyMonitoring, &cfg.Monitoring}, {keyOwnership, &cfg.Ownership}, {keyTimeouts, &cfg.Timeouts}, {keyPrices, &cfg.Prices},
-	}
-	if pools := poolSpecs(&cfg); pools != nil {
-		objects = append(objects, struct {
-			key string
-			out any
-		}{keyGPUPools, pools})
-	}
-	for _, o := range objects {
-		if raw, ok := src.Get(o.key); ok {
-			errs = append(errs, decodeStrict(raw, o.out, path(o.key))...)
+	for _, b := range blocks {
+		if raw, ok := src.Get(b.key); ok {
+			errs = append(errs, decodeStrict(raw, b.field(&cfg), path(b.key))...)
 		}
 	}
-	errs = foreignPoolFields(errs, cfg.Cloud)
-
-	secrets := []struct {
-		key string
-		out *Secret
-	}{
-		{keyKubeconfig, &cfg.Secrets.Kubeconfig}, {keyAdminPassword, &cfg.Secrets.PlatformAdminPassword},
-		{keyLicenseToken, &cfg.Secrets.PlatformLicenseToken},
+	if pools := poolSpecs(&cfg); pools != nil {
+		if raw, ok := src.Get(keyGPUPools); ok {
+			errs = append(errs, decodeStrict(raw, pools, path(keyGPUPools))...)
+		}
 	}
-	for _, s := range secrets {
-		if raw, ok := secretValue(src, s.key, &errs); ok {
-			*s.out = Secret(raw)
+	errs = foreignPoolFields(errs, path(keyGPUPools), cfg.Cloud)
+
+	for _, s := range secretStrings {
+		if raw, ok := secretValue(src, keys, s.key, &errs); ok {
+			*s.field(&cfg) = Secret(raw)
 		}
 	}
 	// A stack file read without its secrets provider holds SecretPlaceholder: the keys are checked when the program runs.
-	if raw, ok := secretValue(src, keyAccessKeys, &errs); ok && raw != SecretPlaceholder {
+	if raw, ok := secretValue(src, keys, keyAccessKeys, &errs); ok && raw != SecretPlaceholder {
 		// Decoded apart from the other blocks: an error must never quote the value.
 		if err := json.Unmarshal([]byte(raw), &cfg.Secrets.PlatformAccessKeys); err != nil {
 			errs = append(errs, field.Invalid(path(keyAccessKeys), Secret(raw).String(),
-				"must map each tenant to its access key: pulumi config set --secret --path '"+Namespace+":"+keyAccessKeys+".<tenant>' <key>"))
+				"must map each tenant to its access key: "+keys.setSecret(keyAccessKeys, "<tenant>", "<key>")))
 		}
 	}
 	if _, ok := src.Get(keyAccessKey); ok {
 		errs = append(errs, field.Forbidden(path(keyAccessKey), fmt.Sprintf(
 			"one key for every tenant's vCluster lets each tenant act on the platform as the key's creator: give each tenant "+
-				"a key of its own, scoped to its virtual cluster, with pulumi config set --secret --path '%s:%s.<tenant>' <key>, "+
-				"and remove this one", Namespace, keyAccessKeys)))
+				"a key of its own, scoped to its virtual cluster (%s), and remove this one", keys.setSecret(keyAccessKeys, "<tenant>", "<key>"))))
 	}
 
-	cfg.withDefaults()
-	errs = append(errs, validate(&cfg)...)
-	if len(errs) > 0 {
-		return nil, &ConfigError{Errs: errs}
-	}
-	return &cfg, nil
+	return &cfg, errs
 }
 
 // secretValue reads a key that may only be set as a secret, reporting one set in plain text.
-func secretValue(src Source, key string, errs *field.ErrorList) (string, bool) {
+func secretValue(src Source, keys Keys, key string, errs *field.ErrorList) (string, bool) {
 	raw, ok := src.Get(key)
 	if !ok {
 		return "", false
 	}
 	if !src.IsSecret(key) {
-		*errs = append(*errs, field.Invalid(path(key), "(plain text)",
-			fmt.Sprintf("must be a secret: pulumi config set --secret %s:%s", Namespace, key)))
+		*errs = append(*errs, field.Invalid(keys.Path(key), "(plain text)", "must be a secret: "+keys.setSecret(key, "", "<value>")))
 		return "", false
 	}
 	return raw, true
 }
 
-func path(key string) *field.Path { return field.NewPath(Namespace + ":" + key) }
-
 // poolSpecs is where `gpuPools` decodes for the chosen cloud: each cloud has its own pool spec. Nil when the cloud
 // is unknown (that is reported on its own).
-func poolSpecs(cfg *Config) any {
+func poolSpecs(cfg *PlatformArgs) any {
 	switch cfg.Cloud {
 	case cluster.GKE:
 		return &cfg.GKE.GPUPools
@@ -145,8 +181,8 @@ var poolTypes = map[cluster.Flavour]reflect.Type{
 
 // foreignPoolFields turns "unknown key" errors in a pool into "not used on this cloud" when the key is another
 // cloud's pool field: such a key is likely a stack mixed up with another, not a typo.
-func foreignPoolFields(errs field.ErrorList, cloud cluster.Flavour) field.ErrorList {
-	prefix := path(keyGPUPools).String() + "["
+func foreignPoolFields(errs field.ErrorList, pools *field.Path, cloud cluster.Flavour) field.ErrorList {
+	prefix := pools.String() + "["
 	for i, e := range errs {
 		if e.Type != field.ErrorTypeNotSupported || e.BadValue != unknownKey || !strings.HasPrefix(e.Field, prefix) {
 			continue
@@ -249,7 +285,7 @@ func checkShape(v any, t reflect.Type, p *field.Path) field.ErrorList {
 		if !ok {
 			return wrong
 		}
-		fields := jsonFieldTypes(t)
+		fields := JSONFields(t)
 		names := jsonFields(t)
 		var errs field.ErrorList
 		for _, k := range sortedKeys(m) {
@@ -268,16 +304,16 @@ func checkShape(v any, t reflect.Type, p *field.Path) field.ErrorList {
 // unknownKey is the value reported for a key the config's type does not have.
 const unknownKey = "(unknown key)"
 
-// jsonFieldTypes maps the JSON names of a struct's fields to their types, flattening embedded structs as
-// encoding/json does.
-func jsonFieldTypes(t reflect.Type) map[string]reflect.Type {
+// JSONFields maps the JSON names of a struct's fields to their types, flattening embedded structs as encoding/json
+// does: the keys a block of the args accepts.
+func JSONFields(t reflect.Type) map[string]reflect.Type {
 	fields := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name := strings.Split(f.Tag.Get("json"), ",")[0]
 		switch {
 		case f.Anonymous && name == "":
-			for k, v := range jsonFieldTypes(f.Type) {
+			for k, v := range JSONFields(f.Type) {
 				fields[k] = v
 			}
 		case name != "" && name != "-":
@@ -288,9 +324,7 @@ func jsonFieldTypes(t reflect.Type) map[string]reflect.Type {
 }
 
 // jsonFields lists a struct's JSON field names, sorted.
-func jsonFields(t reflect.Type) []string {
-	return sortedKeys(jsonFieldTypes(t))
-}
+func jsonFields(t reflect.Type) []string { return sortedKeys(JSONFields(t)) }
 
 func article(kind string) string {
 	if strings.IndexAny(kind[:1], "aeiou") == 0 {

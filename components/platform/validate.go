@@ -1,4 +1,4 @@
-package pipeline
+package platform
 
 import (
 	"fmt"
@@ -11,10 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// validate checks the config as a whole: the cloud, secrets and the references between blocks. Every block's own
-// rules belong to the component it configures; validate calls its Validate with the block's config path, so each
-// error names its full key path whichever layer finds it.
-func validate(c *Config) field.ErrorList {
+// Validate checks the args as a whole, after defaults: the cloud, secrets and the references between blocks, and
+// every component's own rules for the args it will be given, cluster contract included, so that nothing can fail on
+// a rule once the first resource is registered. Every block's rules belong to the component it configures; Validate
+// calls its Validate with the block's key path, so each error names its full path whichever layer finds it.
+func (c *PlatformArgs) Validate() field.ErrorList {
+	path := c.Keys.Path
 	var errs field.ErrorList
 	if e := fieldcheck.OneOf(path(keyCloud), string(c.Cloud), Clouds); e != nil {
 		errs = append(errs, e)
@@ -25,7 +27,7 @@ func validate(c *Config) field.ErrorList {
 	case cluster.Scaleway:
 		errs = append(errs, c.Scaleway.Validate(path(keyScaleway), path(keyGPUPools))...)
 	case cluster.Existing:
-		errs = append(errs, validateKubeconfigSource(c)...)
+		errs = append(errs, validateKubeconfigSource(c, path)...)
 		errs = append(errs, c.Existing.Validate(path(keyGPUPools))...)
 	}
 	if c.Cloud != cluster.Existing && c.Existing.DriverRoot != "" {
@@ -34,23 +36,30 @@ func validate(c *Config) field.ErrorList {
 	}
 	errs = append(errs, tenancy.ValidateClasses(path(keyGPUClasses), c.GPUClasses)...)
 	errs = append(errs, tenancy.ValidateClassOwners(path(keyGPUClasses), c.GPUClasses, c.Grants())...)
-	errs = append(errs, validateClassesHavePools(c)...)
-	errs = append(errs, validateTenants(c)...)
-	errs = append(errs, c.DRADriver.Validate(path(keyDRADriver))...)
-	errs = append(errs, validateAccessKeys(c)...)
+	errs = append(errs, validateClassesHavePools(c, path)...)
+	errs = append(errs, validateTenants(c, path)...)
+	if c.DRAEnabled() {
+		driver := c.driverArgs(c.GPUPools(), c.driverRoot())
+		errs = append(errs, driver.Validate(path(keyDRADriver), path(keyGPUPools))...)
+	}
+	errs = append(errs, validateAccessKeys(c, path)...)
 	if c.PlatformEnabled() {
 		errs = append(errs, c.Platform.Validate(path(keyPlatform))...)
 	}
 	if c.PlatformInstalled() {
 		if c.Secrets.PlatformAdminPassword == "" {
 			errs = append(errs, field.Required(path(keyAdminPassword), fmt.Sprintf(
-				"the vCluster Platform admin password while %s:platform.enabled is true: pulumi config set --secret %s:%s <password>",
-				Namespace, Namespace, keyAdminPassword)))
+				"the vCluster Platform admin password, as a secret, while %s and %s are true (%s)",
+				path(keyPlatform).Child("enabled"), path(keyPlatform).Child("install"), c.Keys.setSecret(keyAdminPassword, "", "<password>"))))
 		}
 	}
 	errs = append(errs, c.VCluster.Validate(path(keyVCluster))...)
 	errs = append(errs, c.Admission.Validate(path(keyAdmission), c.TenantNames())...)
 	errs = append(errs, c.Monitoring.ValidateFor(path(keyMonitoring), c.Cloud)...)
+	if c.Monitoring.EnabledFor(c.Cloud) {
+		args := c.monitoringArgs()
+		errs = append(errs, args.Validate(path(keyMonitoring))...)
+	}
 	errs = append(errs, c.Ownership.Validate(path(keyOwnership))...)
 	errs = append(errs, c.Timeouts.Validate(path(keyTimeouts))...)
 	errs = append(errs, c.Prices.Validate(path(keyPrices), c.ClassNames())...)
@@ -59,7 +68,7 @@ func validate(c *Config) field.ErrorList {
 
 // validateAccessKeys checks that each platform access key belongs to a tenant whose vCluster connects to the
 // platform: a key for no one is a typo, or a leftover of a removed tenant.
-func validateAccessKeys(c *Config) field.ErrorList {
+func validateAccessKeys(c *PlatformArgs, path func(string) *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	tenants := c.TenantNames()
 	for _, tenant := range sortedKeys(c.Secrets.PlatformAccessKeys) {
@@ -69,7 +78,7 @@ func validateAccessKeys(c *Config) field.ErrorList {
 			errs = append(errs, field.NotSupported(p, tenant, tenants))
 		case !c.PlatformEnabled() || !c.VCluster.IsEnabled():
 			errs = append(errs, field.Forbidden(p, fmt.Sprintf(
-				"tenants connect to the platform only while %s:platform.enabled and %s:vcluster.enabled are true", Namespace, Namespace)))
+				"tenants connect to the platform only while %s and %s are true", path(keyPlatform).Child("enabled"), path(keyVCluster).Child("enabled"))))
 		case c.Secrets.PlatformAccessKeys[tenant] == "":
 			errs = append(errs, field.Required(p, "the tenant's access key"))
 		}
@@ -78,22 +87,22 @@ func validateAccessKeys(c *Config) field.ErrorList {
 }
 
 // validateKubeconfigSource checks that an existing cluster's kubeconfig is given exactly once: a file, or a secret.
-func validateKubeconfigSource(c *Config) field.ErrorList {
+func validateKubeconfigSource(c *PlatformArgs, path func(string) *field.Path) field.ErrorList {
 	p := path(keyExisting).Child("kubeconfigPath")
 	hasSecret, hasPath := c.Secrets.Kubeconfig != "", c.Existing.KubeconfigPath != ""
 	switch {
 	case !hasSecret && !hasPath:
 		return field.ErrorList{field.Required(p, fmt.Sprintf(
-			"a kubeconfig: a file path here, or the secret %s:%s", Namespace, keyKubeconfig))}
+			"a kubeconfig: a file path here, or the secret %s", path(keyKubeconfig)))}
 	case hasSecret && hasPath:
 		return field.ErrorList{field.Forbidden(p, fmt.Sprintf(
-			"give the kubeconfig once: either this path or the secret %s:%s", Namespace, keyKubeconfig))}
+			"give the kubeconfig once: either this path or the secret %s", path(keyKubeconfig)))}
 	}
 	return nil
 }
 
 // validateClassesHavePools refuses a class no GPU pool can satisfy: its DeviceClass would match nothing.
-func validateClassesHavePools(c *Config) field.ErrorList {
+func validateClassesHavePools(c *PlatformArgs, path func(string) *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	pools := c.GPUPools()
 	for i, class := range c.GPUClasses {
@@ -102,7 +111,7 @@ func validateClassesHavePools(c *Config) field.ErrorList {
 		}
 		if !slices.ContainsFunc(pools, class.SelectsFrom) {
 			errs = append(errs, field.Invalid(path(keyGPUClasses).Index(i), class.Name, fmt.Sprintf(
-				"no GPU pool in %s:%s can satisfy it: %s", Namespace, keyGPUPools, class.Describe())))
+				"no GPU pool in %s can satisfy it: %s", path(keyGPUPools), class.Describe())))
 		}
 	}
 	return errs
@@ -110,7 +119,7 @@ func validateClassesHavePools(c *Config) field.ErrorList {
 
 // validateTenants checks each tenant with its component's rules, its grant against the catalog and, when tenants
 // get a vCluster, the vCluster's rules for its name and size.
-func validateTenants(c *Config) field.ErrorList {
+func validateTenants(c *PlatformArgs, path func(string) *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	names := make([]string, len(c.Tenants))
 	for i, t := range c.Tenants {

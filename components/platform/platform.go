@@ -1,0 +1,303 @@
+package platform
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
+	"github.com/gpu-tenancy/gpu-tenancy/components/gke"
+	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/scaleway"
+	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// Type is the component's type token; a component provider serves it under the same name.
+const Type = "gpu-tenancy:index:Platform"
+
+// Platform is the whole platform on one cluster. Its outputs are what the gpu-tenancy program exports.
+type Platform struct {
+	pulumi.ResourceState
+
+	// Tenants maps each tenant to its namespace, classes, kubeconfigSecret and (while vcluster.await is on) its
+	// kubeconfig, which is secret.
+	Tenants pulumi.MapOutput `pulumi:"tenants"`
+	// Kubeconfig reaches the host cluster; always secret.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// Flavour is where the cluster comes from: gke, scaleway or existing.
+	Flavour pulumi.StringOutput `pulumi:"flavour"`
+}
+
+// NewPlatform validates the complete args, defaults applied, with every component's rules, then checks that an
+// existing cluster holds no object of another owner, and registers nothing unless both pass. Then it builds, in order,
+// the cluster, the DRA driver, vCluster Platform, the GPU catalog, monitoring and, in parallel, the tenants: each step
+// takes what the previous one returned, and tenants depend on the catalog and the platform, never on each other.
+func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...pulumi.ResourceOption) (*Platform, error) {
+	if args == nil {
+		return nil, errors.New("creating the GPU tenancy platform: args are required")
+	}
+	a := args.WithDefaults()
+	if errs := a.Validate(); len(errs) > 0 {
+		return nil, &ArgsError{Keys: a.Keys, Errs: errs}
+	}
+	baseDir := a.BaseDir
+	if baseDir == "" {
+		baseDir = ctx.RootDirectory()
+	}
+	for _, chart := range []*helmchart.Chart{&a.DRADriver.Chart, &a.Platform.Chart, &a.VCluster.Chart, &a.Monitoring.KubeStateMetrics.Chart} {
+		chart.Path = resolve(baseDir, chart.Path)
+	}
+	owner, err := owner(ctx.Project(), ctx.Stack())
+	if err != nil {
+		return nil, err
+	}
+	var kubeconfig string
+	if a.Cloud == cluster.Existing {
+		if kubeconfig, err = a.existingKubeconfig(baseDir); err != nil {
+			return nil, err
+		}
+		warn := func(msg string) { _ = ctx.Log.Warn(msg, nil) }
+		if err := checkExistingCluster(ctx.Context(), &a, kubeconfig, owner, warn); err != nil {
+			return nil, err
+		}
+	}
+
+	p := &Platform{}
+	if err := ctx.RegisterComponentResource(Type, name, p, opts...); err != nil {
+		return nil, fmt.Errorf("registering the GPU tenancy platform %q: %w", name, err)
+	}
+	// Every child keeps the URN it had when the program registered it at the top level, before this component
+	// existed; the engine gives the children's own children the same alias.
+	top := []pulumi.ResourceOption{pulumi.Parent(p), pulumi.Aliases([]pulumi.Alias{{NoParent: pulumi.Bool(true)}})}
+	cl, err := a.newCluster(ctx, kubeconfig, top)
+	if err != nil {
+		return nil, err
+	}
+	cl.Owner, cl.Timeouts = owner, a.Timeouts
+	inCluster := append(cl.ResourceOptions(), top...)
+	// The catalog's classes select devices the driver publishes; with the driver in the stack, classes follow it.
+	var afterDriver []pulumi.Resource
+	if a.DRAEnabled() {
+		driverArgs := a.driverArgs(cl.GPUPools, cl.DriverRoot)
+		driver, err := dra.NewDriver(ctx, "dra", &driverArgs, inCluster...)
+		if err != nil {
+			return nil, fmt.Errorf("creating the NVIDIA DRA driver: %w", err)
+		}
+		afterDriver = append(afterDriver, driver)
+	}
+	shared := tenantShared{
+		vcluster:    a.VCluster,
+		tolerations: cl.GPUTaints(),
+		network: tenancy.NetworkArgs{
+			// Cilium gives the API server an identity that ipBlock rules do not match (tenancy.NetworkArgs).
+			CiliumAPIServerAccess: cl.Flavour == cluster.Scaleway && a.Scaleway.CNI == "cilium",
+		},
+	}
+	var afterPlatform []pulumi.Resource
+	if a.PlatformInstalled() {
+		platformArgs := a.Platform.PlatformArgs
+		platformArgs.AdminPassword = secretInput(a.Secrets.PlatformAdminPassword)
+		platformArgs.LicenseToken = secretInput(a.Secrets.PlatformLicenseToken)
+		platform, err := vcluster.NewPlatform(ctx, "platform", &platformArgs, inCluster...)
+		if err != nil {
+			return nil, fmt.Errorf("creating vCluster Platform: %w", err)
+		}
+		shared.platform = platform.Connection
+		afterPlatform = append(afterPlatform, platform)
+	} else if a.PlatformEnabled() {
+		shared.platform = &vcluster.PlatformConnection{Host: a.Platform.Host, Project: vcluster.DefaultProject}
+	}
+	if a.PlatformEnabled() {
+		// The platform proxies to each tenant's vCluster API.
+		shared.network.IngressFromNamespaces = []string{vcluster.DefaultPlatformNamespace}
+		shared.accessKeys = a.Secrets.PlatformAccessKeys
+	}
+	shared.catalog, err = tenancy.NewCatalog(ctx, "gpu-catalog", &tenancy.CatalogArgs{
+		Classes: a.GPUClasses, Grants: a.Grants(), Admission: a.admissionArgs(cl.ClaimStatusWriters, cl.GPUTaints()),
+	}, append(inCluster, pulumi.DependsOn(afterDriver))...)
+	if err != nil {
+		return nil, fmt.Errorf("creating the GPU catalog: %w", err)
+	}
+	if a.Monitoring.EnabledFor(cl.Flavour) {
+		monitoringArgs := a.monitoringArgs()
+		if _, err := monitoring.NewMonitoring(ctx, "monitoring", &monitoringArgs, inCluster...); err != nil {
+			return nil, fmt.Errorf("creating monitoring: %w", err)
+		}
+	}
+	tenants := pulumi.Map{}
+	for _, t := range a.Tenants {
+		out, err := shared.newTenant(ctx, t, append(inCluster, pulumi.DependsOn(afterPlatform))...)
+		if err != nil {
+			return nil, err
+		}
+		tenants[t.Name] = out
+	}
+
+	p.Tenants = tenants.ToMapOutput()
+	p.Kubeconfig = cl.Kubeconfig
+	p.Flavour = pulumi.String(string(cl.Flavour)).ToStringOutput()
+	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{"tenants": p.Tenants, "kubeconfig": p.Kubeconfig, "flavour": p.Flavour}); err != nil {
+		return nil, fmt.Errorf("registering the outputs of the GPU tenancy platform %q: %w", name, err)
+	}
+	return p, nil
+}
+
+// driverArgs are the DRA driver's args with what the cluster contract gives; Validate builds them from the pools the
+// config declares, NewPlatform from those the cluster returned, which are the same.
+func (c *PlatformArgs) driverArgs(pools []cluster.GPUPool, driverRoot string) dra.DriverArgs {
+	args := c.DRADriver.DriverArgs
+	args.Flavour, args.GPUPools, args.DriverRoot = c.Cloud, pools, driverRoot
+	return args
+}
+
+// driverRoot is where the cluster's NVIDIA driver lives, as its flavour's contract says.
+func (c *PlatformArgs) driverRoot() string {
+	switch c.Cloud {
+	case cluster.GKE:
+		return gke.DriverRoot
+	case cluster.Scaleway:
+		return scaleway.DriverRoot
+	}
+	if c.Existing.DriverRoot != "" {
+		return c.Existing.DriverRoot
+	}
+	return cluster.HostDriverRoot
+}
+
+// monitoringArgs are the monitoring component's args.
+func (c *PlatformArgs) monitoringArgs() monitoring.MonitoringArgs {
+	return monitoring.MonitoringArgs{Spec: c.Monitoring, Flavour: c.Cloud, Project: c.GKE.Project,
+		DriverNamespace: dra.DefaultNamespace, Prices: c.Prices}
+}
+
+// admissionArgs are the catalog's admission settings: the stack's, with the cluster's own claim status writers
+// first and the GPU pools' taints.
+func (c *PlatformArgs) admissionArgs(writers []string, taints []cluster.Taint) tenancy.AdmissionArgs {
+	admission := c.Admission
+	admission.ClaimStatusWriters = slices.Clone(writers)
+	for _, w := range c.Admission.ClaimStatusWriters {
+		if !slices.Contains(admission.ClaimStatusWriters, w) {
+			admission.ClaimStatusWriters = append(admission.ClaimStatusWriters, w)
+		}
+	}
+	for _, t := range taints {
+		admission.GPUTaints = append(admission.GPUTaints, t.Key)
+	}
+	return admission
+}
+
+// tenantShared is what every tenant shares, computed once by NewPlatform.
+type tenantShared struct {
+	catalog     *tenancy.Catalog
+	network     tenancy.NetworkArgs
+	vcluster    vcluster.Settings
+	platform    *vcluster.PlatformConnection
+	accessKeys  map[string]Secret
+	tolerations []cluster.Taint
+}
+
+// newTenant builds a tenant's host-side guard rails and, when tenants get one, its vCluster.
+func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantArgs, opts ...pulumi.ResourceOption) (pulumi.Map, error) {
+	args := t.TenantArgs
+	args.Catalog, args.Network = s.catalog, s.network
+	tenant, err := tenancy.NewTenant(ctx, t.Name, &args, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating tenant %q: %w", t.Name, err)
+	}
+	out := pulumi.Map{"namespace": tenant.Namespace, "classes": tenant.Classes}
+	if !s.vcluster.IsEnabled() {
+		return out, nil
+	}
+	vc, err := vcluster.NewVirtualCluster(ctx, t.Name, &vcluster.VirtualClusterArgs{
+		Tenant:             t.Name,
+		Namespace:          tenant.Namespace,
+		Chart:              s.vcluster.Chart,
+		ClassSelectorLabel: naming.ClassTenantLabel(t.Name),
+		GPUTolerations:     s.tolerations,
+		ControlPlane:       t.VCluster,
+		KubeconfigServer:   s.vcluster.ServerFor(t.Name),
+		Platform:           s.platform,
+		PlatformAccessKey:  secretInput(s.accessKeys[t.Name]),
+		Await:              s.vcluster.Awaits(),
+		PodSecurity:        tenant.PodSecurity,
+		// The quota and limit range must be in place before the vCluster's pods are admitted.
+	}, append(opts, pulumi.DependsOn(tenant.Admission))...)
+	if err != nil {
+		return nil, fmt.Errorf("creating the vCluster of tenant %q: %w", t.Name, err)
+	}
+	out["kubeconfigSecret"] = pulumi.Sprintf("%s/%s", vc.KubeconfigSecretNamespace, vc.KubeconfigSecretName)
+	if s.vcluster.Awaits() {
+		out["kubeconfig"] = vc.Kubeconfig
+	}
+	return out, nil
+}
+
+// secretInput is a secret as a Pulumi secret, or nil when it is not set.
+func secretInput(s Secret) pulumi.StringInput {
+	if s == "" {
+		return nil
+	}
+	return pulumi.ToSecret(pulumi.String(string(s))).(pulumi.StringOutput)
+}
+
+// newCluster creates the cluster of the args' flavour; kubeconfig is an existing cluster's, already read.
+func (c *PlatformArgs) newCluster(ctx *pulumi.Context, kubeconfig string, opts []pulumi.ResourceOption) (*cluster.Cluster, error) {
+	switch c.Cloud {
+	case cluster.GKE:
+		cl, err := gke.NewCluster(ctx, "gke", &c.GKE, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("creating the GKE cluster: %w", err)
+		}
+		return cl.Contract(), nil
+	case cluster.Scaleway:
+		cl, err := scaleway.NewCluster(ctx, "kapsule", &c.Scaleway, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("creating the Kapsule cluster: %w", err)
+		}
+		return cl.Contract(), nil
+	default:
+		args := c.Existing
+		args.Kubeconfig = pulumi.ToSecret(pulumi.String(kubeconfig)).(pulumi.StringOutput)
+		cl, err := cluster.NewExisting(ctx, "existing", &args, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("wrapping the existing cluster: %w", err)
+		}
+		return cl.Contract(), nil
+	}
+}
+
+// resolve expands environment variables in a path, $VAR, ${VAR} and ${VAR:-default} as a shell does, and makes it
+// absolute against baseDir; "" stays "".
+func resolve(baseDir, p string) string {
+	p = os.Expand(p, func(v string) string {
+		name, fallback, hasFallback := strings.Cut(v, ":-")
+		if value := os.Getenv(name); value != "" || !hasFallback {
+			return value
+		}
+		return fallback
+	})
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(baseDir, p)
+}
+
+// existingKubeconfig is an existing cluster's kubeconfig: the secret, else the file.
+func (c *PlatformArgs) existingKubeconfig(baseDir string) (string, error) {
+	if c.Secrets.Kubeconfig != "" {
+		return string(c.Secrets.Kubeconfig), nil
+	}
+	raw, err := os.ReadFile(resolve(baseDir, c.Existing.KubeconfigPath))
+	if err != nil {
+		return "", fmt.Errorf("%s: reading the kubeconfig: %w", c.Keys.Path(keyExisting).Child("kubeconfigPath"), err)
+	}
+	return string(raw), nil
+}
