@@ -149,7 +149,7 @@ func TestConstructRefusesBadArgumentsAtTheirPropertyPaths(t *testing.T) {
 			first := tenants[0].AsMap().Set("name", property.New("Vision_AI")).
 				Set("gpuQuota", property.New(property.NewMap(map[string]property.Value{"gpu-whole": property.New(2.0), "gpu-slice": property.New(1.0)})))
 			in["tenants"] = property.New(property.NewArray(append([]property.Value{property.New(first)}, tenants[1:]...)))
-		}, []string{"tenants[0].name", "tenants[0].gpuQuota.gpu-slice"}},
+		}, []string{"tenants[0].name", `tenants[0].gpuQuota["gpu-slice"]`}},
 		"a property the component does not have": {func(in map[string]property.Value) { in["tenant"] = property.New("x") }, []string{"tenant"}},
 		"a kubeconfig that is not a secret":      {func(in map[string]property.Value) { in["kubeconfig"] = property.New(unreachable) }, []string{"kubeconfig"}},
 		"a value of the wrong type": {func(in map[string]property.Value) {

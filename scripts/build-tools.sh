@@ -77,14 +77,15 @@ up_to_date() { # name stamp outputs...
 	for f in "$@"; do [[ -x $f ]] || return 1; done
 }
 
-# timed LABEL CMD...: runs CMD under the heavy-build lock and reports wall time and peak RSS.
+# timed LABEL CMD...: runs CMD under the heavy-build lock, saying every 30 s that it still runs (scripts/heartbeat.sh),
+# and reports wall time and peak RSS.
 timed() {
 	local label=$1
 	shift
 	if [[ -x /usr/bin/time ]]; then
 		local log
 		log=$(mktemp)
-		if ! flock "$LOCK" /usr/bin/time -v -o "$log" "$@"; then
+		if ! "$ROOT/scripts/heartbeat.sh" -q "$label" flock "$LOCK" /usr/bin/time -v -o "$log" "$@"; then
 			cat "$log" >&2
 			rm -f "$log"
 			return 1
@@ -95,7 +96,7 @@ timed() {
 		rm -f "$log"
 	else
 		local start=$SECONDS
-		flock "$LOCK" "$@"
+		"$ROOT/scripts/heartbeat.sh" -q "$label" flock "$LOCK" "$@"
 		printf '  %s: wall %ss\n' "$label" "$((SECONDS - start))"
 	fi
 }

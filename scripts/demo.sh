@@ -11,8 +11,11 @@ case "${1:-up}" in
 up)
 	# Starts whatever is not running: a fresh cluster after a purge, the same one (its data kept) after a crash.
 	scripts/local-cluster.sh up
-	go run ./scripts/demo up
-	go build -o bin/gpu-tenancy ./cmd/gpu-tenancy
+	# The demo links the Pulumi program and the cloud SDKs: minutes on a cold Go build cache, seconds after.
+	scripts/heartbeat.sh "demo: compiling the Pulumi program and the demo (a cold build takes minutes)" \
+		go build -o .tools/bin/gpu-tenancy-demo ./scripts/demo
+	.tools/bin/gpu-tenancy-demo up
+	scripts/heartbeat.sh "demo: compiling the operators' CLI (bin/gpu-tenancy)" go build -o bin/gpu-tenancy ./cmd/gpu-tenancy
 	kubeconfig=$cluster/kubeconfig
 	echo
 	echo "==> bin/gpu-tenancy capacity: devices per class, and what each tenant holds against its quota"
@@ -29,7 +32,9 @@ down)
 		scripts/local-cluster.sh up || echo "demo: the local control plane does not start; the stack's state goes without a destroy" >&2
 	fi
 	rc=0
-	go run ./scripts/demo down || rc=$?
+	scripts/heartbeat.sh "demo: compiling the Pulumi program and the demo (a cold build takes minutes)" \
+		go build -o .tools/bin/gpu-tenancy-demo ./scripts/demo || rc=$?
+	((rc)) || .tools/bin/gpu-tenancy-demo down || rc=$?
 	# Stopped whatever the destroy did: a failed destroy is reported, and the control plane keeps its data for a retry.
 	scripts/local-cluster.sh down
 	exit "$rc"

@@ -18,6 +18,9 @@ const (
 	Existing Flavour = "existing"
 )
 
+// Flavours are every flavour, as the `cloud` key spells them.
+var Flavours = []string{string(GKE), string(Scaleway), string(Existing)}
+
 // GPUPool describes what one GPU node pool offers, so GPU classes can be checked against it and workloads placed on it.
 type GPUPool struct {
 	Name string

@@ -77,8 +77,7 @@ func (a *DriverArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(path.Child("namespace"), a.Namespace, "is refused by the driver chart"))
 		}
 	}
-	flavours := []string{string(cluster.GKE), string(cluster.Scaleway), string(cluster.Existing)}
-	if e := fieldcheck.OneOf(path.Child("flavour"), string(a.Flavour), flavours); e != nil {
+	if e := fieldcheck.OneOf(path.Child("flavour"), string(a.Flavour), cluster.Flavours); e != nil {
 		errs = append(errs, e)
 	}
 	for i, p := range a.GPUPools {

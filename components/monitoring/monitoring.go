@@ -50,7 +50,7 @@ type MonitoringArgs struct {
 	// project share Cloud Monitoring); default the stack name, lower-cased to a DNS label.
 	Scope string
 	// Prices price the GPU classes in the showback recording rules; without prices only the devices are recorded. The
-	// pipeline checks the priced classes against the catalog.
+	// Platform checks the priced classes against the catalog.
 	Prices rules.Prices
 }
 
@@ -107,8 +107,7 @@ func (a MonitoringArgs) WithDefaults(stack string) MonitoringArgs {
 // own those): the flavour, a GCP project on GKE, the driver's namespace and the scope, at path.
 func (a *MonitoringArgs) Validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	flavours := []string{string(cluster.GKE), string(cluster.Scaleway), string(cluster.Existing)}
-	if e := fieldcheck.OneOf(path.Child("flavour"), string(a.Flavour), flavours); e != nil {
+	if e := fieldcheck.OneOf(path.Child("flavour"), string(a.Flavour), cluster.Flavours); e != nil {
 		errs = append(errs, e)
 	}
 	if a.Flavour == cluster.GKE && a.Project == "" {

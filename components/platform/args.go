@@ -48,8 +48,14 @@ const (
 	keyAccessKeys    = "platformAccessKeys"
 )
 
-var knownKeys = []string{keyCloud, keyGKE, keyScaleway, keyExisting, keyKubeconfig, keyGPUPools, keyGPUClasses,
-	keyTenants, keyDRADriver, keyPlatform, keyVCluster, keyAdmission, keyMonitoring, keyOwnership, keyTimeouts, keyPrices, keyAdminPassword, keyLicenseToken, keyAccessKey, keyAccessKeys}
+// knownKeys are every key the decoder reads: the properties, and the refused shared platform access key.
+var knownKeys = func() []string {
+	keys := []string{keyAccessKey}
+	for _, p := range Properties() {
+		keys = append(keys, p.Name)
+	}
+	return keys
+}()
 
 // blocks are the structured keys, each decoded straight into its field of the args.
 var blocks = []struct {
@@ -107,7 +113,7 @@ func Properties() []Property {
 }
 
 // Clouds are the values of the cloud key.
-var Clouds = []string{string(cluster.GKE), string(cluster.Scaleway), string(cluster.Existing)}
+var Clouds = cluster.Flavours
 
 // PlatformArgs are the whole platform: the documented config, decoded. Each block decodes straight into the spec of
 // the component that uses it; the gpuPools key decodes into the chosen cloud's pool specs (GKE.GPUPools,

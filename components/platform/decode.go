@@ -109,15 +109,26 @@ func decode(src Source, keys Keys) (*PlatformArgs, field.ErrorList) {
 		}
 	}
 
-	cloud, _ := src.Get(keyCloud)
+	// A block set as a secret would lose its secrecy: its values become names, labels and plain resource inputs.
+	// It is refused, and not decoded, so that no error quotes it.
+	plain := func(key string) (string, bool) {
+		raw, ok := src.Get(key)
+		if ok && src.IsSecret(key) {
+			errs = append(errs, field.Forbidden(path(key), "is set as a secret, but its values become plain resource "+
+				"inputs (names, labels, policies) that would not stay secret: set it in plain text"))
+			return "", false
+		}
+		return raw, ok
+	}
+	cloud, _ := plain(keyCloud)
 	cfg.Cloud = cluster.Flavour(cloud)
 	for _, b := range blocks {
-		if raw, ok := src.Get(b.key); ok {
+		if raw, ok := plain(b.key); ok {
 			errs = append(errs, decodeStrict(raw, b.field(&cfg), path(b.key))...)
 		}
 	}
-	if pools := poolSpecs(&cfg); pools != nil {
-		if raw, ok := src.Get(keyGPUPools); ok {
+	if raw, ok := plain(keyGPUPools); ok {
+		if pools := poolSpecs(&cfg); pools != nil {
 			errs = append(errs, decodeStrict(raw, pools, path(keyGPUPools))...)
 		}
 	}
@@ -252,8 +263,8 @@ func checkShape(v any, t reflect.Type, p *field.Path) field.ErrorList {
 		if _, ok := v.(bool); !ok {
 			return wrong
 		}
-	case reflect.Int:
-		if f, ok := v.(float64); !ok || f != float64(int(f)) {
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		if f, ok := v.(float64); !ok || f != float64(int64(f)) {
 			return wrong
 		}
 	case reflect.Float64:
@@ -277,7 +288,7 @@ func checkShape(v any, t reflect.Type, p *field.Path) field.ErrorList {
 		}
 		var errs field.ErrorList
 		for _, k := range sortedKeys(m) {
-			errs = append(errs, checkShape(m[k], t.Elem(), p.Child(k))...)
+			errs = append(errs, checkShape(m[k], t.Elem(), p.Key(k))...)
 		}
 		return errs
 	case reflect.Struct:

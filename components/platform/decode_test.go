@@ -216,6 +216,8 @@ func badConfigs() []badConfig {
 			"gpu-tenancy:gke.zones", `"zone"`},
 		{"unknown key in a tenant", goodGKE, func(tc testConfig) { at(tc, "tenants", 1)["gpuQuotas"] = obj{} }, nil,
 			"gpu-tenancy:tenants[1].gpuQuotas", `"gpuQuota"`},
+		{"a block set as a secret", goodGKE, func(tc testConfig) {}, []string{"platformAdminPassword", "tenants"},
+			"gpu-tenancy:tenants", "is set as a secret"},
 		{"gke without GPU pools", goodGKE, func(tc testConfig) { tc["gpuPools"] = list{} }, nil,
 			"gpu-tenancy:gpuPools", "the NVIDIA DRA driver runs on GPU nodes"},
 		{"wrong type", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 0)["minNodes"] = "zero" }, nil,
@@ -328,11 +330,11 @@ func badConfigs() []badConfig {
 		{"tenant granted unknown class", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["classes"] = list{"gpu-hole"} }, nil,
 			"gpu-tenancy:tenants[0].classes[0]", `"gpu-whole"`},
 		{"granted class without quota", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["gpuQuota"] = obj{} }, nil,
-			"gpu-tenancy:tenants[0].gpuQuota.gpu-whole", "device quota"},
+			"gpu-tenancy:tenants[0].gpuQuota[gpu-whole]", "device quota"},
 		{"quota for a class not granted", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["gpuQuota"].(obj)["gpu-slice"] = 1 }, nil,
-			"gpu-tenancy:tenants[0].gpuQuota.gpu-slice", "not granted"},
+			"gpu-tenancy:tenants[0].gpuQuota[gpu-slice]", "not granted"},
 		{"negative quota", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["gpuQuota"].(obj)["gpu-whole"] = -1 }, nil,
-			"gpu-tenancy:tenants[0].gpuQuota.gpu-whole", "0 or more"},
+			"gpu-tenancy:tenants[0].gpuQuota[gpu-whole]", "0 or more"},
 		{"cpu quota not a quantity", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["cpuQuota"] = "lots" }, nil,
 			"gpu-tenancy:tenants[0].cpuQuota", "quantity"},
 		{"memory quota zero", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["memoryQuota"] = "0" }, nil,
@@ -429,7 +431,7 @@ func badConfigs() []badConfig {
 		}, nil, "gpu-tenancy:prices.perDeviceHour[gpu-whole]", "positive price"},
 		{"price that is no number", goodGKE, func(tc testConfig) {
 			tc["prices"] = obj{"currency": "EUR", "perDeviceHour": obj{"gpu-whole": "2.93 EUR"}}
-		}, nil, "gpu-tenancy:prices.perDeviceHour.gpu-whole", "must be a number"},
+		}, nil, "gpu-tenancy:prices.perDeviceHour[gpu-whole]", "must be a number"},
 		{"unknown prices key", goodGKE, func(tc testConfig) { tc["prices"] = obj{"currency": "EUR", "perHour": obj{"gpu-whole": 2}} }, nil,
 			"gpu-tenancy:prices.perHour", `"perDeviceHour"`},
 	}

@@ -7,17 +7,18 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
 	"github.com/gpu-tenancy/gpu-tenancy/components/gke"
-	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/scaleway"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Type is the component's type token; a component provider serves it under the same name.
@@ -45,15 +46,19 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 		return nil, errors.New("creating the GPU tenancy platform: args are required")
 	}
 	a := args.WithDefaults()
-	if errs := a.Validate(); len(errs) > 0 {
-		return nil, &ArgsError{Keys: a.Keys, Errs: errs}
-	}
 	baseDir := a.BaseDir
 	if baseDir == "" {
 		baseDir = ctx.RootDirectory()
 	}
-	for _, chart := range []*helmchart.Chart{&a.DRADriver.Chart, &a.Platform.Chart, &a.VCluster.Chart, &a.Monitoring.KubeStateMetrics.Chart} {
-		chart.Path = resolve(baseDir, chart.Path)
+	// Paths are resolved first, so that what is validated is what is built.
+	errs := a.resolvePaths(baseDir)
+	if errs = append(errs, a.Validate()...); len(errs) > 0 {
+		return nil, &ArgsError{Keys: a.Keys, Errs: errs}
+	}
+	if first, dup := constructed.LoadOrStore(ctx, name); dup {
+		return nil, fmt.Errorf("creating the GPU tenancy platform %q: this program already has one, %q: a cluster holds one "+
+			"platform (DeviceClasses and admission policies have cluster-wide names), and a program builds one; give "+
+			"another cluster a stack of its own", name, first)
 	}
 	owner, err := owner(ctx.Project(), ctx.Stack())
 	if err != nil {
@@ -61,7 +66,7 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	}
 	var kubeconfig string
 	if a.Cloud == cluster.Existing {
-		if kubeconfig, err = a.existingKubeconfig(baseDir); err != nil {
+		if kubeconfig, err = a.existingKubeconfig(); err != nil {
 			return nil, err
 		}
 		warn := func(msg string) { _ = ctx.Log.Warn(msg, nil) }
@@ -274,28 +279,72 @@ func (c *PlatformArgs) newCluster(ctx *pulumi.Context, kubeconfig string, opts [
 	}
 }
 
-// resolve expands environment variables in a path, $VAR, ${VAR} and ${VAR:-default} as a shell does, and makes it
-// absolute against baseDir; "" stays "".
-func resolve(baseDir, p string) string {
-	p = os.Expand(p, func(v string) string {
+// constructed holds, per running program, the name of its Platform: the children's names are the platform's own
+// (fixed, so that a stack keeps its URNs), so a second Platform in one program would collide with the first.
+var constructed sync.Map
+
+// resolvePaths expands and resolves the paths of the args (local charts, the existing cluster's kubeconfig file)
+// against baseDir, reporting a path that expands to nothing (a variable not set) and a relative one where there is no
+// directory to take it from (a component provider's construct has none).
+func (c *PlatformArgs) resolvePaths(baseDir string) field.ErrorList {
+	var errs field.ErrorList
+	path := c.Keys.Path
+	paths := []struct {
+		p    *field.Path
+		path *string
+	}{
+		{path(keyDRADriver).Child("chart", "path"), &c.DRADriver.Chart.Path},
+		{path(keyPlatform).Child("chart", "path"), &c.Platform.Chart.Path},
+		{path(keyVCluster).Child("chart", "path"), &c.VCluster.Chart.Path},
+		{path(keyMonitoring).Child("kubeStateMetrics", "chart", "path"), &c.Monitoring.KubeStateMetrics.Chart.Path},
+		{path(keyExisting).Child("kubeconfigPath"), &c.Existing.KubeconfigPath},
+	}
+	for _, f := range paths {
+		given := *f.path
+		if given == "" {
+			continue
+		}
+		expanded := expand(given)
+		switch {
+		case expanded == "":
+			errs = append(errs, field.Invalid(f.p, given, "expands to nothing: set the environment variables it names"))
+		case !filepath.IsAbs(expanded) && baseDir == "":
+			errs = append(errs, field.Invalid(f.p, given, "must be absolute: there is no project directory to take a "+
+				"relative path from (a program run through the component provider)"))
+		default:
+			*f.path = resolve(baseDir, given)
+		}
+	}
+	return errs
+}
+
+// expand expands environment variables, $VAR, ${VAR} and ${VAR:-default} as a shell does.
+func expand(p string) string {
+	return os.Expand(p, func(v string) string {
 		name, fallback, hasFallback := strings.Cut(v, ":-")
 		if value := os.Getenv(name); value != "" || !hasFallback {
 			return value
 		}
 		return fallback
 	})
+}
+
+// resolve expands environment variables in a path, $VAR, ${VAR} and ${VAR:-default} as a shell does, and makes it
+// absolute against baseDir; "" stays "".
+func resolve(baseDir, p string) string {
+	p = expand(p)
 	if p == "" || filepath.IsAbs(p) {
 		return p
 	}
 	return filepath.Join(baseDir, p)
 }
 
-// existingKubeconfig is an existing cluster's kubeconfig: the secret, else the file.
-func (c *PlatformArgs) existingKubeconfig(baseDir string) (string, error) {
+// existingKubeconfig is an existing cluster's kubeconfig: the secret, else the file (its path resolved).
+func (c *PlatformArgs) existingKubeconfig() (string, error) {
 	if c.Secrets.Kubeconfig != "" {
 		return string(c.Secrets.Kubeconfig), nil
 	}
-	raw, err := os.ReadFile(resolve(baseDir, c.Existing.KubeconfigPath))
+	raw, err := os.ReadFile(c.Existing.KubeconfigPath)
 	if err != nil {
 		return "", fmt.Errorf("%s: reading the kubeconfig: %w", c.Keys.Path(keyExisting).Child("kubeconfigPath"), err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
@@ -173,6 +174,8 @@ func TestLibraryCallerWithBadArgsRegistersNothing(t *testing.T) {
 		"a tenant granted a class the catalog lacks": {func(a *PlatformArgs) { a.Tenants[0].Classes = []string{"gpu-h200"} }, "tenants[0].classes[0]"},
 		"a pool name that is no DNS label":           {func(a *PlatformArgs) { a.Scaleway.GPUPools[0].Name = "L4_Pool" }, "gpuPools[0].name"},
 		"no admin password while installing":         {func(a *PlatformArgs) { a.Secrets.PlatformAdminPassword = "" }, "platformAdminPassword"},
+		"a field the Platform sets":                  {func(a *PlatformArgs) { a.DRADriver.Namespace = "nvidia-dra" }, "draDriver.Namespace"},
+		"a chart path that expands to nothing":       {func(a *PlatformArgs) { a.VCluster.Chart = helmchart.Chart{Path: "${GT_TEST_UNSET_CHART}"} }, "vcluster.chart.path"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -312,4 +315,38 @@ func TestPathsExpandTheEnvironmentAsAShellDoes(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) { assert.Equal(t, c.want, resolve("/repo", c.in)) })
 	}
+}
+
+// A program holds one Platform: the second is refused before it registers anything, the first is untouched.
+func TestASecondPlatformInOneProgramIsRefused(t *testing.T) {
+	args, err := Load(goodScaleway().source("platformAdminPassword"), PropertyKeys)
+	require.NoError(t, err)
+	rec := &mocktest.Recorder{Outputs: mocktest.ComputedOutputs()}
+	var registered int
+	err = mocktest.Run("dev", func(ctx *pulumi.Context) error {
+		if _, err := NewPlatform(ctx, "first", args); err != nil {
+			return err
+		}
+		registered = len(rec.All())
+		_, err := NewPlatform(ctx, "second", args)
+		return err
+	}, rec)
+	require.ErrorContains(t, err, `this program already has one, "first"`)
+	assert.Equal(t, registered, len(rec.All()), "the second Platform registers nothing")
+	assert.Equal(t, 1, count(rec, Type))
+}
+
+// A relative path where there is no directory to take it from (a component provider's construct) is refused, as
+// the provider has no project directory.
+func TestARelativePathWithoutABaseIsRefused(t *testing.T) {
+	args, err := Load(goodExisting().source("platformAdminPassword"), PropertyKeys)
+	require.NoError(t, err)
+	args.Existing.KubeconfigPath = "kubeconfig"
+	rec := &mocktest.Recorder{}
+	err = mocktest.Run("dev", func(ctx *pulumi.Context) error {
+		_, err := NewPlatform(ctx, "gpus", args)
+		return err
+	}, rec)
+	require.ErrorContains(t, err, "existing.kubeconfigPath: Invalid value: \"kubeconfig\": must be absolute")
+	assert.Empty(t, rec.All())
 }

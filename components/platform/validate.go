@@ -2,9 +2,11 @@ package platform
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
@@ -60,9 +62,36 @@ func (c *PlatformArgs) Validate() field.ErrorList {
 		args := c.monitoringArgs()
 		errs = append(errs, args.Validate(path(keyMonitoring))...)
 	}
+	errs = append(errs, validateWiringFields(c, path)...)
 	errs = append(errs, c.Ownership.Validate(path(keyOwnership))...)
 	errs = append(errs, c.Timeouts.Validate(path(keyTimeouts))...)
 	errs = append(errs, c.Prices.Validate(path(keyPrices), c.ClassNames())...)
+	return errs
+}
+
+// validateWiringFields refuses, from a Go caller, the fields of the components' args that the Platform sets itself
+// (from the cluster contract, the secrets, the catalog): a value there would be overwritten, or half used.
+func validateWiringFields(c *PlatformArgs, path func(string) *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	set := func(p *field.Path, isSet bool, from string) {
+		if isSet {
+			errs = append(errs, field.Forbidden(p, "is set by the Platform ("+from+"): leave it empty"))
+		}
+	}
+	driver := path(keyDRADriver)
+	set(driver.Child("Namespace"), c.DRADriver.Namespace != "", "the driver's namespace is "+dra.DefaultNamespace)
+	set(driver.Child("Flavour"), c.DRADriver.Flavour != "", "from cloud")
+	set(driver.Child("GPUPools"), c.DRADriver.GPUPools != nil, "from gpuPools")
+	set(driver.Child("DriverRoot"), c.DRADriver.DriverRoot != "", "from the cluster, or existing.driverRoot")
+	platform := path(keyPlatform)
+	set(platform.Child("Namespace"), c.Platform.Namespace != "", "the platform's namespace is "+vcluster.DefaultPlatformNamespace)
+	set(platform.Child("AdminPassword"), c.Platform.AdminPassword != nil, "from Secrets.PlatformAdminPassword")
+	set(platform.Child("LicenseToken"), c.Platform.LicenseToken != nil, "from Secrets.PlatformLicenseToken")
+	set(path(keyExisting).Child("Kubeconfig"), c.Existing.Kubeconfig != nil, "from Secrets.Kubeconfig or existing.kubeconfigPath")
+	for i, t := range c.Tenants {
+		set(path(keyTenants).Index(i).Child("Catalog"), t.Catalog != nil, "the platform's own catalog")
+		set(path(keyTenants).Index(i).Child("Network"), !reflect.ValueOf(t.Network).IsZero(), "from the cluster and the platform")
+	}
 	return errs
 }
 

@@ -42,12 +42,12 @@ var testClasses = []GPUClass{
 	{Name: "l4", Device: WholeGPU, Product: "L4"},
 }
 
-// testAdmission is what the pipeline hands the catalog on a cluster with standard identities and one platform
+// testAdmission is what the Platform hands the catalog on a cluster with standard identities and one platform
 // namespace.
 var testAdmission = AdmissionArgs{PlatformNamespaces: []string{"ml-platform"}, ClaimStatusWriters: cluster.StandardClaimStatusWriters,
 	GPUTaints: []string{cluster.GPUTaint.Key}}
 
-// runPlatform runs NewCatalog with the tenants' grants and then NewTenant for each tenant, as the pipeline does.
+// runPlatform runs NewCatalog with the tenants' grants and then NewTenant for each tenant, as the Platform does.
 func runPlatform(t *testing.T, classes []GPUClass, tenants ...TenantArgs) *mocktest.Recorder {
 	t.Helper()
 	return runPlatformWith(t, testAdmission, classes, tenants...)

@@ -149,12 +149,12 @@ func (a *TenantArgs) Validate(path *field.Path) field.ErrorList {
 			errs = append(errs, field.Duplicate(path.Child("classes").Index(j), class))
 		}
 		if _, ok := a.GPUQuota[class]; !ok {
-			errs = append(errs, field.Required(path.Child("gpuQuota").Child(class),
+			errs = append(errs, field.Required(path.Child("gpuQuota").Key(class),
 				"a device quota (how many devices of this class the tenant may hold) for every granted class"))
 		}
 	}
 	for _, class := range slices.Sorted(maps.Keys(a.GPUQuota)) {
-		qp := path.Child("gpuQuota").Child(class)
+		qp := path.Child("gpuQuota").Key(class)
 		if !slices.Contains(a.Classes, class) {
 			errs = append(errs, field.Invalid(qp, a.GPUQuota[class], fmt.Sprintf("class %q is not granted to this tenant (%s)", class, path.Child("classes"))))
 		}

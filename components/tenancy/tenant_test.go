@@ -255,7 +255,7 @@ func TestNewTenantRejectsInvalidArgs(t *testing.T) {
 		{"class listed twice", func(a *TenantArgs) { a.Classes = []string{"a100", "a100", "a100-1g.5gb"} },
 			[]string{`Duplicate value: "a100"`}},
 		{"quota missing for a granted class", func(a *TenantArgs) { delete(a.GPUQuota, "a100") },
-			[]string{"tenant.gpuQuota.a100: Required value"}},
+			[]string{"tenant.gpuQuota[a100]: Required value"}},
 		{"quota for a foreign class", func(a *TenantArgs) { a.GPUQuota["l4"] = 1 },
 			[]string{`class "l4" is not granted`}},
 		{"negative quota", func(a *TenantArgs) { a.GPUQuota["a100"] = -1 }, []string{"must be 0 or more"}},
@@ -320,5 +320,5 @@ func TestTenantArgsValidateWithoutACatalog(t *testing.T) {
 	args.GPUQuota["l4"] = 1
 	errs := args.Validate(field.NewPath("tenant"))
 	require.Len(t, errs, 1)
-	assert.Equal(t, "tenant.gpuQuota.l4", errs[0].Field)
+	assert.Equal(t, "tenant.gpuQuota[l4]", errs[0].Field)
 }

@@ -27,7 +27,7 @@ var boxConfig = Config{
 	Secrets: []string{keyPassword},
 }
 
-// boxProgram is the shape of the real pipeline in small: an explicit kubernetes provider with a secret kubeconfig,
+// boxProgram is the shape of the real program in small: an explicit kubernetes provider with a secret kubeconfig,
 // a component carrying it, a nested component, and children whose inputs come from plain and secret config.
 func boxProgram(ctx *pulumi.Context) error {
 	var k8s pulumi.ProviderResourceState

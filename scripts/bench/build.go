@@ -14,7 +14,7 @@ import (
 	"slices"
 )
 
-// changedFile is the project file a warm build sees changed (the pipeline's wiring, a typical edit).
+// changedFile is the project file a warm build sees changed (the Platform's wiring, a typical edit).
 const changedFile = "components/platform/platform.go"
 
 // floorDir is where the floor program seems to live. It exists only in the build's -overlay, so the checkout is

@@ -1,4 +1,4 @@
-// Command stack runs the real Pulumi engine on a stack of stacks/ through the Automation API, with the pipeline as
+// Command stack runs the real Pulumi engine on a stack of stacks/ through the Automation API, with the platform program as
 // an inline program, state in .tools/state and the passphrase secrets provider (PULUMI_CONFIG_PASSPHRASE, or the
 // local development passphrase). Tools come from `make tools`. Previews and ups run the project's policy pack
 // (.tools/bin/gpu-tenancy-policy, built by `make tools`) when it is there, and say so on stderr when it is not.

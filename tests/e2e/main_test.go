@@ -1,5 +1,5 @@
 // Package e2e runs the local stack for real: the pulumi CLI and kubernetes provider built by `make tools`, the
-// pipeline as an inline program, and a local control plane (etcd, kube-apiserver, kube-controller-manager,
+// platform program as an inline program, and a local control plane (etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler) of its own, on ports apart from the demo's, with simulated GPU nodes.
 package e2e
 

@@ -198,7 +198,7 @@ resources:
 	for _, want := range []string{
 		"gpu-tenancy:index:Platform resource 'gpus' has a problem: invalid Platform arguments",
 		`property tenants[0].name with value "Vision_AI" has a problem`,
-		"tenants[0].gpuQuota.gpu-slice",
+		`tenants[0].gpuQuota["gpu-slice"]`,
 	} {
 		assert.Contains(t, err.Error(), want)
 	}

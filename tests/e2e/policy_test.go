@@ -64,7 +64,7 @@ func checkPolicyPack(t *testing.T, ctx context.Context, env *stackEnv) {
 		broken := &guardRailBreaker{}
 		found, err := previewWithPolicy(t, ctx, env, broken.program(platform.Program(repoRoot)))
 		require.Equal(t, []string{brokenVCluster, brokenClassResource, brokenQuotaResource}, broken.applied(),
-			"the broken program must break all three guard rails (have the pipeline's resource names changed?)")
+			"the broken program must break all three guard rails (have the Platform's resource names changed?)")
 		require.Error(t, err, "a mandatory policy violation fails the preview")
 		for rule, want := range map[string]struct{ urnSuffix, message string }{
 			// On the config Secret the Chart renders, not on the Chart: the engine analyzes the Chart without its inputs
@@ -98,7 +98,7 @@ type policyFindings struct {
 }
 
 // previewWithPolicy previews the local stack (the state env's other subtests share) with the policy pack, running
-// program instead of the pipeline when given.
+// program instead of the platform program when given.
 func previewWithPolicy(t *testing.T, ctx context.Context, env *stackEnv, program pulumi.RunFunc) (policyFindings, error) {
 	t.Helper()
 	opts := env.options(nil, nil)
@@ -134,7 +134,7 @@ func previewWithPolicy(t *testing.T, ctx context.Context, env *stackEnv, program
 // guardRailBreaker wraps a program so that three guard rails break the way a faulty change could break them:
 // tenant legal-ai's vCluster Chart syncs DeviceClasses with no selector, the gpu-slice DeviceClass loses its grant label,
 // and legal-ai's quota loses its gpu-whole device key. A stack transformation edits the resources' own args
-// (pulumi sdk v3.274.1 go/pulumi/transformation.go), so the program itself stays the pipeline.
+// (pulumi sdk v3.274.1 go/pulumi/transformation.go), so the program itself stays the platform program.
 type guardRailBreaker struct {
 	mu   sync.Mutex
 	done map[string]bool

@@ -39,7 +39,7 @@ func FormatPrice(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) 
 // currencyRE is an ISO 4217 alphabetic code (https://www.iso.org/iso-4217-currency-codes.html): three capital letters.
 var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
 
-// Validate checks the prices at path (the pipeline passes `gpu-tenancy:prices`) against the catalog's class names:
+// Validate checks the prices at path (the Platform passes `gpu-tenancy:prices`) against the catalog's class names:
 // a currency with the prices, each class one of classes, each price a positive finite number. An empty block is
 // valid: no costs.
 func (p Prices) Validate(path *field.Path, classes []string) field.ErrorList {

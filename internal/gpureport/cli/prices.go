@@ -13,7 +13,7 @@ import (
 )
 
 // stackPricesKey is the prices' key in a Pulumi stack file: the `prices` key of the program's config namespace
-// (infra/pipeline Namespace), spelled here so the CLI does not build the Pulumi program's packages.
+// (platform.ConfigNamespace), spelled here so the CLI does not build the Pulumi program's packages.
 const stackPricesKey = "gpu-tenancy:prices"
 
 // loadPrices reads --prices FILE, YAML or JSON: a Pulumi stack file (stacks/Pulumi.<stack>.yaml), whose

@@ -1,5 +1,5 @@
 // Package engine drives the real Pulumi engine for a stack of this project through the Automation API, with the
-// pipeline as an inline program (no language plugin, no program build), a local file state backend and a
+// platform program as an inline program (no language plugin, no program build), a local file state backend and a
 // passphrase secrets provider. `make demo` and the end-to-end tests use it.
 package engine
 
