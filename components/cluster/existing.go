@@ -116,19 +116,30 @@ func NewExisting(ctx *pulumi.Context, name string, args *ExistingArgs, opts ...p
 		contract, _ := ExistingPoolContract(p)
 		comp.gpuPools = append(comp.gpuPools, contract)
 	}
-	if err := ctx.RegisterComponentResource("gpu-tenancy:cluster:Existing", name, comp, opts...); err != nil {
-		return nil, fmt.Errorf("registering existing cluster %q: %w", name, err)
-	}
-	comp.Kubeconfig = pulumi.ToSecret(args.Kubeconfig).(pulumi.StringOutput)
-	provider, err := NewProvider(ctx, name, comp.Kubeconfig, nil, pulumi.Parent(comp))
+	var err error
+	comp.Provider, comp.Kubeconfig, err = registerReached(ctx, "gpu-tenancy:cluster:Existing", "existing", name, comp, args.Kubeconfig, opts)
 	if err != nil {
-		return nil, fmt.Errorf("creating kubernetes provider for existing cluster %q: %w", name, err)
-	}
-	comp.Provider = provider
-	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"kubeconfig": comp.Kubeconfig}); err != nil {
-		return nil, fmt.Errorf("registering outputs of existing cluster %q: %w", name, err)
+		return nil, err
 	}
 	return comp, nil
+}
+
+// registerReached registers a component for a cluster this stack does not create, reached by a kubeconfig: the
+// component, its kubernetes provider and its kubeconfig output (kept secret).
+func registerReached(ctx *pulumi.Context, typ, what, name string, comp pulumi.ComponentResource, kubeconfig pulumi.StringInput,
+	opts []pulumi.ResourceOption) (*kubernetes.Provider, pulumi.StringOutput, error) {
+	if err := ctx.RegisterComponentResource(typ, name, comp, opts...); err != nil {
+		return nil, pulumi.StringOutput{}, fmt.Errorf("registering %s cluster %q: %w", what, name, err)
+	}
+	secret := pulumi.ToSecret(kubeconfig).(pulumi.StringOutput)
+	provider, err := NewProvider(ctx, name, secret, nil, pulumi.Parent(comp))
+	if err != nil {
+		return nil, pulumi.StringOutput{}, fmt.Errorf("creating kubernetes provider for %s cluster %q: %w", what, name, err)
+	}
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"kubeconfig": secret}); err != nil {
+		return nil, pulumi.StringOutput{}, fmt.Errorf("registering outputs of %s cluster %q: %w", what, name, err)
+	}
+	return provider, secret, nil
 }
 
 // Contract returns the cluster contract; an existing cluster has no Anchor, so in-cluster objects are deleted one by one.

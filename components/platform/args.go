@@ -46,6 +46,8 @@ const (
 	keyLicenseToken  = "platformLicenseToken"
 	keyAccessKey     = "platformAccessKey"
 	keyAccessKeys    = "platformAccessKeys"
+	keyTenantGroups  = "tenantGroups"
+	keyPart          = "part"
 )
 
 // knownKeys are every key the decoder reads: the properties, and the refused shared platform access key.
@@ -75,6 +77,7 @@ var blocks = []struct {
 	{keyOwnership, func(c *PlatformArgs) any { return &c.Ownership }},
 	{keyTimeouts, func(c *PlatformArgs) any { return &c.Timeouts }},
 	{keyPrices, func(c *PlatformArgs) any { return &c.Prices }},
+	{keyTenantGroups, func(c *PlatformArgs) any { return &c.TenantGroups }},
 }
 
 // secretStrings are the keys holding one secret string each.
@@ -97,7 +100,8 @@ type Property struct {
 
 // Properties are the args' top-level keys, as a schema describes them; the refused platformAccessKey is left out.
 func Properties() []Property {
-	props := []Property{{Name: keyCloud, Types: []reflect.Type{reflect.TypeFor[string]()}}}
+	props := []Property{{Name: keyCloud, Types: []reflect.Type{reflect.TypeFor[string]()}},
+		{Name: keyPart, Types: []reflect.Type{reflect.TypeFor[string]()}}}
 	for _, b := range blocks {
 		props = append(props, Property{Name: b.key, Types: []reflect.Type{reflect.TypeOf(b.field(&PlatformArgs{})).Elem()}})
 	}
@@ -134,6 +138,10 @@ type PlatformArgs struct {
 	Timeouts   cluster.Timeouts
 	Prices     rules.Prices
 	Secrets    Secrets
+	// TenantGroups splits the environment into a platform stack and this many tenant stacks (0: one stack), each
+	// tenant in the group TenantGroup names; Part is what one stack of such an environment builds.
+	TenantGroups int
+	Part         Part
 
 	// BaseDir is where relative paths of the args (local charts, the existing cluster's kubeconfig file) are taken
 	// from; empty takes the program's root directory.

@@ -69,9 +69,19 @@ func owner(project, stack string) (string, error) {
 	return o, nil
 }
 
-// plannedObjects are the cluster-scoped objects the program will create for cfg.
+// plannedObjects are the cluster-scoped objects the program will create for cfg: in an environment split into tenant
+// groups, those of its part only, so that no stack of the environment takes over another's.
 func plannedObjects(cfg *PlatformArgs) []naming.ObjectRef {
-	refs := tenancy.ClusterObjects(cfg.GPUClasses, cfg.TenantNames())
+	buildsPlatform, tenants := cfg.builds()
+	var names []string
+	for _, t := range tenants {
+		names = append(names, t.Name)
+	}
+	refs := tenancy.TenantObjects(names)
+	if !buildsPlatform {
+		return refs
+	}
+	refs = append(tenancy.CatalogObjects(cfg.GPUClasses), refs...)
 	ns := func(name string) naming.ObjectRef { return naming.ObjectRef{Kind: naming.KindNamespace, Name: name} }
 	if cfg.DRAEnabled() {
 		refs = append(refs, ns(dra.DefaultNamespace))

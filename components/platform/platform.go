@@ -40,7 +40,9 @@ type Platform struct {
 // NewPlatform validates the complete args, defaults applied, with every component's rules, then checks that an
 // existing cluster holds no object of another owner, and registers nothing unless both pass. Then it builds, in order,
 // the cluster, the DRA driver, vCluster Platform, the GPU catalog, monitoring and, in parallel, the tenants: each step
-// takes what the previous one returned, and tenants depend on the catalog and the platform, never on each other.
+// takes what the previous one returned, and tenants depend on the catalog and the platform, never on each other. In
+// an environment split into tenant groups, the platform part builds all but the tenants, and a tenants part only its
+// group's tenants, on the cluster the platform part manages (parts.go).
 func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...pulumi.ResourceOption) (*Platform, error) {
 	if args == nil {
 		return nil, errors.New("creating the GPU tenancy platform: args are required")
@@ -64,6 +66,11 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if err != nil {
 		return nil, err
 	}
+	platformStack, err := a.platformStack(ctx.Stack())
+	if err != nil {
+		return nil, err
+	}
+	buildsPlatform, tenants := a.builds()
 	var kubeconfig string
 	if a.Cloud == cluster.Existing {
 		if kubeconfig, err = a.existingKubeconfig(); err != nil {
@@ -82,77 +89,134 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	// Every child keeps the URN it had when the program registered it at the top level, before this component
 	// existed; the engine gives the children's own children the same alias.
 	top := []pulumi.ResourceOption{pulumi.Parent(p), pulumi.Aliases([]pulumi.Alias{{NoParent: pulumi.Bool(true)}})}
-	cl, err := a.newCluster(ctx, kubeconfig, top)
+	var cl *cluster.Cluster
+	if buildsPlatform {
+		cl, err = a.newCluster(ctx, kubeconfig, top)
+	} else {
+		cl, err = a.referencedCluster(ctx, kubeconfig, platformStack, top)
+	}
 	if err != nil {
 		return nil, err
 	}
 	cl.Owner, cl.Timeouts = owner, a.Timeouts
 	inCluster := append(cl.ResourceOptions(), top...)
-	// The catalog's classes select devices the driver publishes; with the driver in the stack, classes follow it.
-	var afterDriver []pulumi.Resource
-	if a.DRAEnabled() {
-		driverArgs := a.driverArgs(cl.GPUPools, cl.DriverRoot)
-		driver, err := dra.NewDriver(ctx, "dra", &driverArgs, inCluster...)
-		if err != nil {
-			return nil, fmt.Errorf("creating the NVIDIA DRA driver: %w", err)
-		}
-		afterDriver = append(afterDriver, driver)
-	}
-	shared := tenantShared{
-		vcluster:    a.VCluster,
-		tolerations: cl.GPUTaints(),
-		network: tenancy.NetworkArgs{
-			// Cilium gives the API server an identity that ipBlock rules do not match (tenancy.NetworkArgs).
-			CiliumAPIServerAccess: cl.Flavour == cluster.Scaleway && a.Scaleway.CNI == "cilium",
-		},
-	}
+	shared := a.tenantShared(cl)
 	var afterPlatform []pulumi.Resource
-	if a.PlatformInstalled() {
-		platformArgs := a.Platform.PlatformArgs
-		platformArgs.AdminPassword = secretInput(a.Secrets.PlatformAdminPassword)
-		platformArgs.LicenseToken = secretInput(a.Secrets.PlatformLicenseToken)
-		platform, err := vcluster.NewPlatform(ctx, "platform", &platformArgs, inCluster...)
-		if err != nil {
-			return nil, fmt.Errorf("creating vCluster Platform: %w", err)
+	if buildsPlatform {
+		if shared.catalog, afterPlatform, err = a.newShared(ctx, cl, inCluster); err != nil {
+			return nil, err
 		}
-		shared.platform = platform.Connection
-		afterPlatform = append(afterPlatform, platform)
-	} else if a.PlatformEnabled() {
-		shared.platform = &vcluster.PlatformConnection{Host: a.Platform.Host, Project: vcluster.DefaultProject}
+	} else {
+		shared.catalog = tenancy.ExternalCatalog(a.admissionArgs(cl.ClaimStatusWriters, cl.GPUTaints()))
 	}
-	if a.PlatformEnabled() {
-		// The platform proxies to each tenant's vCluster API.
-		shared.network.IngressFromNamespaces = []string{vcluster.DefaultPlatformNamespace}
-		shared.accessKeys = a.Secrets.PlatformAccessKeys
-	}
-	shared.catalog, err = tenancy.NewCatalog(ctx, "gpu-catalog", &tenancy.CatalogArgs{
-		Classes: a.GPUClasses, Grants: a.Grants(), Admission: a.admissionArgs(cl.ClaimStatusWriters, cl.GPUTaints()),
-	}, append(inCluster, pulumi.DependsOn(afterDriver))...)
-	if err != nil {
-		return nil, fmt.Errorf("creating the GPU catalog: %w", err)
-	}
-	if a.Monitoring.EnabledFor(cl.Flavour) {
-		monitoringArgs := a.monitoringArgs()
-		if _, err := monitoring.NewMonitoring(ctx, "monitoring", &monitoringArgs, inCluster...); err != nil {
-			return nil, fmt.Errorf("creating monitoring: %w", err)
-		}
-	}
-	tenants := pulumi.Map{}
-	for _, t := range a.Tenants {
+	outputs := pulumi.Map{}
+	for _, t := range tenants {
 		out, err := shared.newTenant(ctx, t, append(inCluster, pulumi.DependsOn(afterPlatform))...)
 		if err != nil {
 			return nil, err
 		}
-		tenants[t.Name] = out
+		outputs[t.Name] = out
 	}
 
-	p.Tenants = tenants.ToMapOutput()
+	p.Tenants = outputs.ToMapOutput()
 	p.Kubeconfig = cl.Kubeconfig
 	p.Flavour = pulumi.String(string(cl.Flavour)).ToStringOutput()
 	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{"tenants": p.Tenants, "kubeconfig": p.Kubeconfig, "flavour": p.Flavour}); err != nil {
 		return nil, fmt.Errorf("registering the outputs of the GPU tenancy platform %q: %w", name, err)
 	}
 	return p, nil
+}
+
+// newShared builds what every tenant shares: the DRA driver, vCluster Platform, the GPU catalog and monitoring. It
+// returns the catalog, and what tenants wait for (the platform, to which their vClusters connect).
+func (c *PlatformArgs) newShared(ctx *pulumi.Context, cl *cluster.Cluster, inCluster []pulumi.ResourceOption) (*tenancy.Catalog, []pulumi.Resource, error) {
+	// The catalog's classes select devices the driver publishes; with the driver in the stack, classes follow it.
+	var afterDriver, afterPlatform []pulumi.Resource
+	if c.DRAEnabled() {
+		driverArgs := c.driverArgs(cl.GPUPools, cl.DriverRoot)
+		driver, err := dra.NewDriver(ctx, "dra", &driverArgs, inCluster...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("creating the NVIDIA DRA driver: %w", err)
+		}
+		afterDriver = append(afterDriver, driver)
+	}
+	if c.PlatformInstalled() {
+		platformArgs := c.Platform.PlatformArgs
+		platformArgs.AdminPassword = secretInput(c.Secrets.PlatformAdminPassword)
+		platformArgs.LicenseToken = secretInput(c.Secrets.PlatformLicenseToken)
+		platform, err := vcluster.NewPlatform(ctx, "platform", &platformArgs, inCluster...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("creating vCluster Platform: %w", err)
+		}
+		afterPlatform = append(afterPlatform, platform)
+	}
+	catalog, err := tenancy.NewCatalog(ctx, "gpu-catalog", &tenancy.CatalogArgs{
+		Classes: c.GPUClasses, Grants: c.Grants(), Admission: c.admissionArgs(cl.ClaimStatusWriters, cl.GPUTaints()),
+	}, append(inCluster, pulumi.DependsOn(afterDriver))...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the GPU catalog: %w", err)
+	}
+	if c.Monitoring.EnabledFor(cl.Flavour) {
+		monitoringArgs := c.monitoringArgs()
+		if _, err := monitoring.NewMonitoring(ctx, "monitoring", &monitoringArgs, inCluster...); err != nil {
+			return nil, nil, fmt.Errorf("creating monitoring: %w", err)
+		}
+	}
+	return catalog, afterPlatform, nil
+}
+
+// tenantShared are the settings every tenant shares but the catalog.
+func (c *PlatformArgs) tenantShared(cl *cluster.Cluster) tenantShared {
+	shared := tenantShared{
+		vcluster:    c.VCluster,
+		tolerations: cl.GPUTaints(),
+		network: tenancy.NetworkArgs{
+			// Cilium gives the API server an identity that ipBlock rules do not match (tenancy.NetworkArgs).
+			CiliumAPIServerAccess: cl.Flavour == cluster.Scaleway && c.Scaleway.CNI == "cilium",
+		},
+	}
+	if c.PlatformEnabled() {
+		shared.platform = &vcluster.PlatformConnection{Host: c.Platform.Host, Project: vcluster.DefaultProject}
+		// The platform proxies to each tenant's vCluster API.
+		shared.network.IngressFromNamespaces = []string{vcluster.DefaultPlatformNamespace}
+		shared.accessKeys = c.Secrets.PlatformAccessKeys
+	}
+	return shared
+}
+
+// platformStack is the name of the stack that manages the platform of a tenants part's stack, which is named after
+// it: <platform stack>.<part> (local.tenants-0 for local). Empty for any other part.
+func (c *PlatformArgs) platformStack(stack string) (string, error) {
+	if _, isGroup := c.Part.Group(); !isGroup {
+		return "", nil
+	}
+	platform, ok := strings.CutSuffix(stack, "."+string(c.Part))
+	if !ok || platform == "" {
+		return "", fmt.Errorf("%s: the stack of part %s is named <platform stack>.%s, not %s", c.Keys.Path(keyPart), c.Part, c.Part, stack)
+	}
+	return platform, nil
+}
+
+// referencedCluster is the cluster of a tenants part: an existing cluster's own kubeconfig, or the kubeconfig the
+// platform stack exports for the cloud cluster it manages.
+func (c *PlatformArgs) referencedCluster(ctx *pulumi.Context, kubeconfig, platformStack string, opts []pulumi.ResourceOption) (*cluster.Cluster, error) {
+	var input pulumi.StringInput = pulumi.String(kubeconfig)
+	if c.Cloud != cluster.Existing {
+		ref, err := pulumi.NewStackReference(ctx, "platform-stack", &pulumi.StackReferenceArgs{
+			Name: pulumi.String(fmt.Sprintf("%s/%s/%s", ctx.Organization(), ctx.Project(), platformStack)),
+		}, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("reading the outputs of the platform stack %s: %w", platformStack, err)
+		}
+		input = ref.GetStringOutput(pulumi.String("kubeconfig"))
+	}
+	cl, err := cluster.NewReferenced(ctx, string(c.Cloud), &cluster.ReferencedArgs{
+		Flavour: c.Cloud, Kubeconfig: input, GPUPools: c.GPUPools(), DriverRoot: c.driverRoot(),
+	}, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("reaching the cluster of the platform stack: %w", err)
+	}
+	return cl.Contract(), nil
 }
 
 // driverArgs are the DRA driver's args with what the cluster contract gives; Validate builds them from the pools the

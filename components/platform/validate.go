@@ -63,6 +63,7 @@ func (c *PlatformArgs) Validate() field.ErrorList {
 		errs = append(errs, args.Validate(path(keyMonitoring))...)
 	}
 	errs = append(errs, validateWiringFields(c, path)...)
+	errs = append(errs, validateParts(c, path)...)
 	errs = append(errs, c.Ownership.Validate(path(keyOwnership))...)
 	errs = append(errs, c.Timeouts.Validate(path(keyTimeouts))...)
 	errs = append(errs, c.Prices.Validate(path(keyPrices), c.ClassNames())...)

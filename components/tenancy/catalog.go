@@ -315,24 +315,39 @@ var guardNames = []string{ClaimNamespacePolicy, NamespaceLabelPolicy, ClaimStatu
 // ClusterObjects are the cluster-scoped objects NewCatalog and NewTenant create for these classes and tenants, so a
 // caller can check, before creating anything, that none of them belongs to someone else.
 func ClusterObjects(classes []GPUClass, tenants []string) []naming.ObjectRef {
+	return append(CatalogObjects(classes), TenantObjects(tenants)...)
+}
+
+// CatalogObjects are the cluster-scoped objects NewCatalog creates.
+func CatalogObjects(classes []GPUClass) []naming.ObjectRef {
 	var refs []naming.ObjectRef
 	for _, c := range classes {
 		refs = append(refs, naming.ObjectRef{Kind: naming.KindDeviceClass, Name: c.Name})
 	}
-	policies := slices.Clone(guardNames)
-	for _, t := range tenants {
-		refs = append(refs, naming.ObjectRef{Kind: naming.KindNamespace, Name: naming.Namespace(t)})
-		policies = append(policies, naming.EntitlementPolicy(t))
-	}
-	for _, p := range policies {
+	for _, p := range guardNames {
 		refs = append(refs, naming.ObjectRef{Kind: naming.KindPolicy, Name: p}, naming.ObjectRef{Kind: naming.KindPolicyBinding, Name: p})
 	}
-	refs = append(refs, naming.ObjectRef{Kind: naming.KindPriorityLevel, Name: TenantsPriorityLevel},
+	return append(refs, naming.ObjectRef{Kind: naming.KindPriorityLevel, Name: TenantsPriorityLevel},
 		naming.ObjectRef{Kind: naming.KindFlowSchema, Name: ControllersFlowSchema})
+}
+
+// TenantObjects are the cluster-scoped objects NewTenant creates for these tenants.
+func TenantObjects(tenants []string) []naming.ObjectRef {
+	var refs []naming.ObjectRef
 	for _, t := range tenants {
-		refs = append(refs, naming.ObjectRef{Kind: naming.KindFlowSchema, Name: naming.TenantFlowSchema(t)})
+		refs = append(refs, naming.ObjectRef{Kind: naming.KindNamespace, Name: naming.Namespace(t)},
+			naming.ObjectRef{Kind: naming.KindPolicy, Name: naming.EntitlementPolicy(t)},
+			naming.ObjectRef{Kind: naming.KindPolicyBinding, Name: naming.EntitlementPolicy(t)},
+			naming.ObjectRef{Kind: naming.KindFlowSchema, Name: naming.TenantFlowSchema(t)})
 	}
 	return refs
+}
+
+// ExternalCatalog is the catalog of a platform stack as a tenant group's stack sees it: the admission settings its
+// tenants' policies share. Its objects are the platform stack's, which comes up first, so nothing here depends on
+// them.
+func ExternalCatalog(admission AdmissionArgs) *Catalog {
+	return &Catalog{Admission: admission.WithDefaults()}
 }
 
 // newDeviceClass creates a class's DeviceClass, labelled for each granted tenant so its vCluster syncs it, or as

@@ -264,7 +264,11 @@ func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulum
 	if err := newNetworkPolicies(ctx, name, cfg.Network.policyConfig(cfg.BlockedEgressCIDRs), namespace, t); err != nil {
 		return nil, err
 	}
-	if _, err := newTenantFlowSchema(ctx, name, cfg.Name, pulumi.Parent(t), pulumi.DependsOn([]pulumi.Resource{cfg.Catalog.TenantsLevel})); err != nil {
+	flowOpts := []pulumi.ResourceOption{pulumi.Parent(t)}
+	if cfg.Catalog.TenantsLevel != nil {
+		flowOpts = append(flowOpts, pulumi.DependsOn([]pulumi.Resource{cfg.Catalog.TenantsLevel}))
+	}
+	if _, err := newTenantFlowSchema(ctx, name, cfg.Name, flowOpts...); err != nil {
 		return nil, err
 	}
 

@@ -1,5 +1,6 @@
-// Command stack runs the real Pulumi engine on a stack of stacks/ through the Automation API, with the platform program as
-// an inline program, state in .tools/state and the passphrase secrets provider (PULUMI_CONFIG_PASSPHRASE, or the
+// Command stack runs the real Pulumi engine on a stack of stacks/ through the Automation API, with the platform
+// program as an inline program (on every stack of the environment when its config splits it into tenant groups:
+// engine.Environment), state in .tools/state and the passphrase secrets provider (PULUMI_CONFIG_PASSPHRASE, or the
 // local development passphrase). Tools come from `make tools`. Previews and ups run the project's policy pack
 // (.tools/bin/gpu-tenancy-policy, built by `make tools`) when it is there, and say so on stderr when it is not.
 // Previews and ups refresh first, so drift shows and is put back; -skip-refresh leaves that out.
@@ -59,19 +60,19 @@ func run(verb, stack string, skipRefresh bool, op engine.Op) error {
 			fmt.Fprintf(os.Stderr, "stack: no policy pack at %s (run `make tools`): running %s without the guard-rail policies\n", pack, verb)
 		}
 	}
-	st, err := engine.Open(ctx, opts)
+	env, err := engine.OpenEnvironment(ctx, opts)
 	if err != nil {
 		return err
 	}
 	switch verb {
 	case "up":
-		_, err = st.Up(ctx)
+		_, err = env.Up(ctx)
 	case "preview":
-		_, err = st.Preview(ctx)
+		_, err = env.Preview(ctx)
 	case "destroy":
-		_, err = st.Destroy(ctx)
+		_, err = env.Destroy(ctx)
 	case "recover":
-		err = st.Recover(ctx, op)
+		err = env.Recover(ctx, op)
 	default:
 		return fmt.Errorf("unknown verb %q: up, preview, destroy or recover", verb)
 	}

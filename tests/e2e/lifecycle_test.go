@@ -124,6 +124,8 @@ const engineChildEnv = "GT_E2E_ENGINE_CHILD"
 type engineChild struct {
 	Op      engine.Op
 	Options engine.Options
+	// Environment runs the operation on every stack of the environment (engine.Environment).
+	Environment bool
 }
 
 // runEngineChild runs one operation and exits: the body of the process a test kills.
@@ -135,13 +137,21 @@ func runEngineChild(spec string) int {
 	}
 	c.Options.Progress = os.Stdout
 	ctx := context.Background()
-	st, err := engine.Open(ctx, c.Options)
-	if err == nil {
-		switch c.Op {
-		case engine.OpDestroy:
-			_, err = st.Destroy(ctx)
-		default:
-			_, err = st.Up(ctx)
+	var err error
+	if c.Environment {
+		var env *engine.Environment
+		if env, err = engine.OpenEnvironment(ctx, c.Options); err == nil {
+			_, err = env.Up(ctx)
+		}
+	} else {
+		var st *engine.Stack
+		if st, err = engine.Open(ctx, c.Options); err == nil {
+			switch c.Op {
+			case engine.OpDestroy:
+				_, err = st.Destroy(ctx)
+			default:
+				_, err = st.Up(ctx)
+			}
 		}
 	}
 	if err != nil {
@@ -156,9 +166,15 @@ func runEngineChild(spec string) int {
 // operation ends before that line. The plugins outlive it until the test is over, as they would outlive the engine.
 func killDuring(t *testing.T, env *stackEnv, op engine.Op, when ...string) {
 	t.Helper()
-	opts := env.options(nil, nil)
-	opts.Progress = nil
-	spec, err := json.Marshal(engineChild{Op: op, Options: opts})
+	killChild(t, engineChild{Op: op, Options: env.options(nil, nil)}, when...)
+}
+
+// killChild is killDuring of any operation the child runs.
+func killChild(t *testing.T, child engineChild, when ...string) {
+	t.Helper()
+	op := child.Op
+	child.Options.Progress = nil
+	spec, err := json.Marshal(child)
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), engineChildEnv+"="+string(spec))
@@ -197,13 +213,23 @@ func containsAll(s string, fragments []string) bool {
 
 // recoverStack runs the documented recovery and returns its progress output.
 func recoverStack(t *testing.T, ctx context.Context, env *stackEnv) string {
+	return recoverWith(t, ctx, env, func(opts engine.Options) (recoverer, error) { return engine.Open(ctx, opts) })
+}
+
+// recoverer is a stack or an environment of stacks, whichever the test recovers.
+type recoverer interface {
+	Recover(ctx context.Context, op engine.Op) error
+}
+
+// recoverWith opens what open gives with the test's options, runs its recovery and returns the progress output.
+func recoverWith(t *testing.T, ctx context.Context, env *stackEnv, open func(engine.Options) (recoverer, error)) string {
 	t.Helper()
 	var progress syncbuf.Buffer
 	opts := env.options(nil, nil)
 	opts.Progress = io.MultiWriter(&progress, progressTo(t))
-	st, err := engine.Open(ctx, opts)
+	r, err := open(opts)
 	require.NoError(t, err)
-	require.NoError(t, st.Recover(ctx, ""), "recovery must converge the stack")
+	require.NoError(t, r.Recover(ctx, ""), "recovery must converge")
 	return progress.String()
 }
 

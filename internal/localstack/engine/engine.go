@@ -216,15 +216,24 @@ func writeWorkspace(o Options, stackFile string) error {
 			salt = doc.EncryptionSalt
 		}
 	}
-	// A stack file's own salt (the local stack's, for the CLI run from the repository root with the local passphrase)
-	// is not the working copy's: this stack's passphrase may differ, and its state was encrypted with its own salt.
-	var lines []string
-	for _, line := range strings.Split(string(src), "\n") {
-		if !strings.HasPrefix(line, "encryptionsalt:") {
-			lines = append(lines, line)
-		}
+	// The stack file's own salt decrypts its secure values, so a first run keeps it when there are some (every stack
+	// of a grouped environment reads the same file, with the same passphrase). A file without any (the local stack's,
+	// whose salt serves the CLI run from the repository root with the local passphrase) leaves the salt to this
+	// stack, whose passphrase may differ. A salt of an earlier run wins: the state was encrypted with it.
+	sc, err := platform.ReadStackFile(stackFile)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
 	}
-	out := strings.Join(lines, "\n")
+	out := string(src)
+	if salt != "" || len(sc.Secrets) == 0 {
+		var lines []string
+		for _, line := range strings.Split(out, "\n") {
+			if !strings.HasPrefix(line, "encryptionsalt:") {
+				lines = append(lines, line)
+			}
+		}
+		out = strings.Join(lines, "\n")
+	}
 	if salt != "" {
 		out = "encryptionsalt: " + salt + "\n" + out
 	}

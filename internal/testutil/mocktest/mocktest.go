@@ -119,7 +119,8 @@ func (r *Recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 }
 
 // ComputedOutputs fills the outputs the program reads that only a real provider would compute: endpoint and CA of a
-// GKE cluster, the kubeconfig of a Kapsule cluster, and the kubeconfig a vCluster writes into its host Secret; with
+// GKE cluster, the kubeconfig of a Kapsule cluster, the outputs of a referenced stack, and the kubeconfig a vCluster
+// writes into its host Secret; with
 // documentation addresses and fake credentials.
 func ComputedOutputs() map[string]func(resource.PropertyMap) resource.PropertyMap {
 	return map[string]func(resource.PropertyMap) resource.PropertyMap{
@@ -140,6 +141,12 @@ func ComputedOutputs() map[string]func(resource.PropertyMap) resource.PropertyMa
 					"token":      resource.NewStringProperty("mock-token"),
 				})}),
 			}
+		},
+		// The platform stack's outputs, as a tenant group's stack reads them.
+		"pulumi:pulumi:StackReference": func(in resource.PropertyMap) resource.PropertyMap {
+			return resource.PropertyMap{"name": in["name"], "outputs": resource.NewObjectProperty(resource.PropertyMap{
+				"kubeconfig": resource.MakeSecret(resource.NewStringProperty("apiVersion: v1\nkind: Config\n# mock kubeconfig\n")),
+			})}
 		},
 		"kubernetes:core/v1:Secret": func(in resource.PropertyMap) resource.PropertyMap {
 			if _, ok := in["data"]; ok {

@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// groups splits the local stack's tenants as platform.TenantGroup does: research-ai in group 0, none in group 1 (an
+// empty group's stack), legal-ai in group 2.
+const groups = 3
+
+var groupOf = map[string]platform.Part{research: platform.TenantsPart(0), legal: platform.TenantsPart(2)}
+
+// groupedEnv is the local stack split into tenant groups.
+func groupedEnv(t *testing.T) *stackEnv {
+	env := newStackEnv(t)
+	env.config = map[string]string{platform.ConfigNamespace + ":tenantGroups": fmt.Sprint(groups)}
+	return env
+}
+
+// part is the stack of one part of a grouped environment, for what is asked of one stack (its state, its owner).
+func (s *stackEnv) part(p platform.Part) *stackEnv {
+	part := *s
+	part.config = map[string]string{platform.ConfigNamespace + ":part": string(p)}
+	for k, v := range s.config {
+		part.config[k] = v
+	}
+	if _, isGroup := p.Group(); isGroup {
+		part.name = s.stack() + "." + string(p)
+	}
+	return &part
+}
+
+func (s *stackEnv) environment(ctx context.Context) *engine.Environment {
+	s.t.Helper()
+	env, err := engine.OpenEnvironment(ctx, s.options(nil, nil))
+	require.NoError(s.t, err)
+	return env
+}
+
+// parts are the stacks of a grouped environment, the platform first.
+func (s *stackEnv) parts() []*stackEnv {
+	var out []*stackEnv
+	for _, p := range (&platform.PlatformArgs{TenantGroups: groups}).Parts() {
+		out = append(out, s.part(p))
+	}
+	return out
+}
+
+// TestTenantGroups brings the local stack up split into tenant groups (a platform stack, then three group stacks in
+// parallel): the guard rails hold across the stacks, each object belongs to its part's stack, a second preview is
+// empty, a group's stack cannot take over another's tenant, and a kill during the parallel tenant run is recovered
+// with nothing orphaned; destroy leaves the cluster as before.
+func TestTenantGroups(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	before := snapshot(t, ctx)
+	env := groupedEnv(t)
+
+	t.Run("up brings the platform, then the groups", func(t *testing.T) {
+		changes, err := env.environment(ctx).Up(ctx)
+		require.NoError(t, err)
+		assert.Positive(t, changes["create"])
+		dc, err := client.ResourceV1().DeviceClasses().Get(ctx, whole, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, env.part(platform.PlatformPart).owner(), dc.Labels[naming.StackLabel], "the catalog is the platform stack's")
+		for tenant, part := range groupOf {
+			ns, err := client.CoreV1().Namespaces().Get(ctx, naming.Namespace(tenant), metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, env.part(part).owner(), ns.Labels[naming.StackLabel], "tenant %s is its group's", tenant)
+		}
+	})
+	t.Run("a second preview is empty", func(t *testing.T) {
+		changes, err := env.environment(ctx).Preview(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, total(changes), changes["same"], "every step of every stack is the same: %v", changes)
+	})
+	t.Run("entitlements hold across the stacks", func(t *testing.T) { checkEntitlements(t, ctx) })
+	t.Run("no GPU claim outside a tenant's own namespace", func(t *testing.T) { checkClaimsOutsideTenants(t, ctx) })
+	t.Run("a group's stack cannot take over another group's tenant", func(t *testing.T) {
+		owned := snapshot(t, ctx)
+		// With two groups, both tenants fall in group 1: its stack would take them from groups 0 and 2.
+		moved := env.part(platform.TenantsPart(1))
+		moved.config[platform.ConfigNamespace+":tenantGroups"] = "2"
+		_, err := moved.open(ctx, nil).Up(ctx)
+		require.Error(t, err)
+		for tenant, part := range groupOf {
+			assert.Contains(t, err.Error(), fmt.Sprintf("Namespace %s exists and belongs to stack %s", naming.Namespace(tenant), env.part(part).owner()))
+		}
+		assert.Equal(t, owned, snapshot(t, ctx), "the refused up changed nothing")
+	})
+	t.Run("killed during the parallel tenant run", func(t *testing.T) {
+		_, err := env.environment(ctx).Destroy(ctx)
+		require.NoError(t, err)
+		killChild(t, engineChild{Op: engine.OpUp, Options: env.options(nil, nil), Environment: true},
+			"[local tenants-", "creating")
+		progress := recoverWith(t, ctx, env, func(opts engine.Options) (recoverer, error) {
+			return engine.OpenEnvironment(ctx, opts)
+		})
+		assert.Contains(t, progress, "released the lock of pulumi process", "the killed group's lock is released with a message")
+		changes, err := env.environment(ctx).Preview(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, total(changes), changes["same"], "a preview after recovery is empty: %v", changes)
+		for _, part := range env.parts() {
+			requireNothingOrphaned(t, ctx, part)
+		}
+	})
+
+	_, err := env.environment(ctx).Destroy(ctx)
+	require.NoError(t, err)
+	requireAsBefore(t, ctx, before)
+}
+
+func total(changes engine.Changes) int {
+	n := 0
+	for _, c := range changes {
+		n += c
+	}
+	return n
+}
