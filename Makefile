@@ -37,9 +37,10 @@ schema:
 	cd provider && go run ./cmd/schemagen
 
 ## stack: VERB=up|preview|destroy|recover the real engine on STACK (default local) through the Automation API;
-## previews and ups refresh first; recover converges a stack whose engine was killed, then runs the operation again
+## previews and ups refresh first; recover converges a stack whose engine was killed, then runs the operation again;
+## STACK_FLAGS=-changed-only skips, on up, each stack of the environment whose last up applied what it would now
 stack:
-	go run ./scripts/stack $(or $(VERB),preview) $(or $(STACK),local)
+	go run ./scripts/stack $(STACK_FLAGS) $(or $(VERB),preview) $(or $(STACK),local)
 
 ## tools: build the pulumi CLI, kubernetes provider and Kubernetes control plane into .tools/bin
 tools:

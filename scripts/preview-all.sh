@@ -63,19 +63,40 @@ if ((${#stacks[@]} == 0)); then
 	exit 2
 fi
 
+# A stack file with gpu-tenancy:tenantGroups is an environment of several stacks (README, Scale: tenant groups): its
+# own, the platform, and <stack>.tenants-<i> for each group, which read the same file (--config-file). A stack file
+# `pulumi stack init` wrote for a group stack holds no config of its own and is skipped.
+groups_of() {
+	sed -n 's/^  gpu-tenancy:tenantGroups: *"\{0,1\}\([0-9][0-9]*\)"\{0,1\} *$/\1/p' "stacks/Pulumi.$1.yaml"
+}
+declare -A config_of groups
+for s in "${stacks[@]}"; do
+	groups[$s]=$(groups_of "$s")
+	for ((i = 0; i < ${groups[$s]:-0}; i++)); do config_of[$s.tenants-$i]=$s; done
+done
+previews=()
+for s in "${stacks[@]}"; do
+	[[ -n ${config_of[$s]:-} ]] && continue
+	previews+=("$s")
+	config_of[$s]=$s
+	for ((i = 0; i < ${groups[$s]:-0}; i++)); do previews+=("$s.tenants-$i"); done
+done
+
 declare -A code
 failed=0
-for s in "${stacks[@]}"; do
+for s in "${previews[@]}"; do
+	args=(--refresh --diff --stack "$s")
+	[[ ${config_of[$s]} == "$s" ]] || args+=(--config-file "stacks/Pulumi.${config_of[$s]}.yaml")
 	# --refresh: drift (an object deleted or edited by hand) shows only against what exists.
-	echo "=== pulumi preview --refresh --diff --stack $s${policy[*]:+ ${policy[*]}}${extra[*]:+ ${extra[*]}}"
-	pulumi preview --refresh --diff --stack "$s" "${policy[@]}" "${extra[@]}"
+	echo "=== pulumi preview ${args[*]}${policy[*]:+ ${policy[*]}}${extra[*]:+ ${extra[*]}}"
+	pulumi preview "${args[@]}" "${policy[@]}" "${extra[@]}"
 	code[$s]=$?
 	((code[$s] == 0)) || failed=$((failed + 1))
 done
 
 echo
 echo "preview summary:"
-for s in "${stacks[@]}"; do
+for s in "${previews[@]}"; do
 	if ((code[$s] == 0)); then
 		printf '  %-24s ok\n' "$s"
 	else
@@ -83,7 +104,7 @@ for s in "${stacks[@]}"; do
 	fi
 done
 if ((failed > 0)); then
-	echo "$failed of ${#stacks[@]} previews failed"
+	echo "$failed of ${#previews[@]} previews failed"
 	exit 1
 fi
-echo "all ${#stacks[@]} previews ok"
+echo "all ${#previews[@]} previews ok"

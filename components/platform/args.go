@@ -47,7 +47,6 @@ const (
 	keyAccessKey     = "platformAccessKey"
 	keyAccessKeys    = "platformAccessKeys"
 	keyTenantGroups  = "tenantGroups"
-	keyPart          = "part"
 )
 
 // knownKeys are every key the decoder reads: the properties, and the refused shared platform access key.
@@ -100,8 +99,7 @@ type Property struct {
 
 // Properties are the args' top-level keys, as a schema describes them; the refused platformAccessKey is left out.
 func Properties() []Property {
-	props := []Property{{Name: keyCloud, Types: []reflect.Type{reflect.TypeFor[string]()}},
-		{Name: keyPart, Types: []reflect.Type{reflect.TypeFor[string]()}}}
+	props := []Property{{Name: keyCloud, Types: []reflect.Type{reflect.TypeFor[string]()}}}
 	for _, b := range blocks {
 		props = append(props, Property{Name: b.key, Types: []reflect.Type{reflect.TypeOf(b.field(&PlatformArgs{})).Elem()}})
 	}
@@ -139,9 +137,10 @@ type PlatformArgs struct {
 	Prices     rules.Prices
 	Secrets    Secrets
 	// TenantGroups splits the environment into a platform stack and this many tenant stacks (0: one stack), each
-	// tenant in the group TenantGroup names; Part is what one stack of such an environment builds.
+	// tenant in the group TenantGroup names.
 	TenantGroups int
-	Part         Part
+	// part is what this stack of the environment builds; NewPlatform takes it from the stack's name (PartOf).
+	part Part
 
 	// BaseDir is where relative paths of the args (local charts, the existing cluster's kubeconfig file) are taken
 	// from; empty takes the program's root directory.

@@ -122,8 +122,6 @@ func decode(src Source, keys Keys) (*PlatformArgs, field.ErrorList) {
 	}
 	cloud, _ := plain(keyCloud)
 	cfg.Cloud = cluster.Flavour(cloud)
-	part, _ := plain(keyPart)
-	cfg.Part = Part(part)
 	for _, b := range blocks {
 		if raw, ok := plain(b.key); ok {
 			errs = append(errs, decodeStrict(raw, b.field(&cfg), path(b.key))...)

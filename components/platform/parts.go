@@ -43,23 +43,44 @@ func TenantGroup(tenant string, groups int) int {
 	return int(h.Sum32() % uint32(groups))
 }
 
-// Parts are the stacks of the environment in the order they come up: the platform, then each tenant group (which
-// come up in parallel). One stack, the zero Part, without tenant groups.
-func (c *PlatformArgs) Parts() []Part {
-	if c.TenantGroups == 0 {
-		return []Part{""}
+// PartOf is the part a stack of an environment in groups tenant groups builds, which its name says: <env> is the
+// platform stack, <env>.tenants-<i> the stack of group i. Without tenant groups every stack is the whole platform.
+func PartOf(stack string, groups int) Part {
+	if groups == 0 {
+		return ""
 	}
-	parts := []Part{PlatformPart}
-	for i := range c.TenantGroups {
-		parts = append(parts, TenantsPart(i))
+	if dot := strings.LastIndexByte(stack, '.'); dot > 0 {
+		if part := Part(stack[dot+1:]); isGroup(part) {
+			return part
+		}
 	}
-	return parts
+	return PlatformPart
+}
+
+func isGroup(p Part) bool { _, ok := p.Group(); return ok }
+
+// EnvironmentStacks are the stacks of the environment whose stack file holds sc, named after stack: stack itself and,
+// with tenant groups, <stack>.tenants-<i> for each, in the order Parts gives. Every one reads the same stack file.
+func EnvironmentStacks(stack string, sc StackConfig) ([]string, error) {
+	key := ConfigNamespace + ":" + keyTenantGroups
+	groups := 0
+	if raw, ok := sc.Values[key]; ok {
+		var err error
+		if groups, err = strconv.Atoi(raw); err != nil || groups < 0 {
+			return nil, fmt.Errorf("stack %s: %s: %q is not 0 (one stack) or more", stack, key, raw)
+		}
+	}
+	stacks := []string{stack}
+	for i := range groups {
+		stacks = append(stacks, stack+"."+string(TenantsPart(i)))
+	}
+	return stacks, nil
 }
 
 // builds says what the args' part builds: the platform's shared parts, and which tenants.
 func (c *PlatformArgs) builds() (platform bool, tenants []TenantArgs) {
-	group, isGroup := c.Part.Group()
-	if c.Part == PlatformPart {
+	group, isGroup := c.part.Group()
+	if c.part == PlatformPart {
 		return true, nil
 	}
 	if !isGroup {
@@ -73,26 +94,28 @@ func (c *PlatformArgs) builds() (platform bool, tenants []TenantArgs) {
 	return false, tenants
 }
 
-// validateParts checks the number of groups and that the part is one of the environment's.
+// validateParts checks the number of groups and that a group stack's group is one of the environment's.
 func validateParts(c *PlatformArgs, path func(string) *field.Path) field.ErrorList {
 	if c.TenantGroups < 0 {
 		return field.ErrorList{field.Invalid(path(keyTenantGroups), c.TenantGroups, "must be 0 (one stack) or more")}
 	}
-	var allowed []string
-	for _, p := range c.Parts() {
-		if p == c.Part {
-			return nil
-		}
-		allowed = append(allowed, string(p))
+	if group, ok := c.part.Group(); ok && group >= c.TenantGroups {
+		return field.ErrorList{field.Invalid(path(keyTenantGroups), c.TenantGroups, fmt.Sprintf(
+			"this stack is named for tenant group %d (%s), which an environment of %d groups does not have: "+
+				"destroy the stack, or raise the number of groups", group, c.part, c.TenantGroups))}
 	}
-	switch {
-	case c.TenantGroups == 0:
-		return field.ErrorList{field.Forbidden(path(keyPart), fmt.Sprintf(
-			"is for an environment split into tenant groups (%s), which this one is not", path(keyTenantGroups)))}
-	case c.Part == "":
-		return field.ErrorList{field.Required(path(keyPart), fmt.Sprintf("with %s set, the environment is %d stacks "+
-			"(%s): bring it up with `make stack`, which runs each with its part", path(keyTenantGroups), len(allowed),
-			strings.Join(allowed, ", ")))}
+	return nil
+}
+
+// TenantsOf names the tenants the stack of the environment builds: its group's in an environment of tenant groups,
+// none on the platform stack, every tenant without groups.
+func (c *PlatformArgs) TenantsOf(stack string) []string {
+	a := *c
+	a.part = PartOf(stack, c.TenantGroups)
+	_, tenants := a.builds()
+	names := make([]string, len(tenants))
+	for i, t := range tenants {
+		names[i] = t.Name
 	}
-	return field.ErrorList{field.NotSupported(path(keyPart), string(c.Part), allowed)}
+	return names
 }

@@ -2,7 +2,6 @@ package platform
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -49,8 +48,11 @@ func TestPartsBuildTheirShare(t *testing.T) {
 	seen := map[string]int{}
 	for _, part := range []Part{PlatformPart, TenantsPart(0), TenantsPart(1)} {
 		t.Run(string(part), func(t *testing.T) {
-			rec, err := runStackAs(t, "scw-dev."+string(part), "scw-dev", map[string]string{
-				"gpu-tenancy:tenantGroups": fmt.Sprint(groups), "gpu-tenancy:part": string(part)})
+			stack := "scw-dev." + string(part)
+			if part == PlatformPart {
+				stack = "scw-dev"
+			}
+			rec, err := runStackAs(t, stack, "scw-dev", map[string]string{"gpu-tenancy:tenantGroups": fmt.Sprint(groups)})
 			require.NoError(t, err)
 			_, isGroup := part.Group()
 			if !isGroup {
@@ -81,13 +83,43 @@ func mustGroup(t *testing.T, p Part) int {
 	return g
 }
 
-func TestATenantsPartIsNamedAfterItsPlatformStack(t *testing.T) {
-	_, err := runStackAs(t, "scw-dev", "scw-dev", map[string]string{"gpu-tenancy:tenantGroups": "2", "gpu-tenancy:part": "tenants-1"})
-	require.ErrorContains(t, err, "the stack of part tenants-1 is named <platform stack>.tenants-1, not scw-dev")
+// A stack named for a group the environment does not have is refused, naming the key that decides the groups.
+func TestAStackBeyondTheGroupsIsRefused(t *testing.T) {
+	_, err := runStackAs(t, "scw-dev.tenants-2", "scw-dev", map[string]string{"gpu-tenancy:tenantGroups": "2"})
+	require.ErrorContains(t, err, "gpu-tenancy:tenantGroups")
+	require.ErrorContains(t, err, "this stack is named for tenant group 2 (tenants-2), which an environment of 2 groups does not have")
 }
 
-func TestPartsListTheEnvironment(t *testing.T) {
-	assert.Equal(t, []Part{""}, (&PlatformArgs{}).Parts())
-	assert.Equal(t, []Part{PlatformPart, "tenants-0", "tenants-1", "tenants-2"}, (&PlatformArgs{TenantGroups: 3}).Parts())
-	assert.True(t, slices.Contains((&PlatformArgs{TenantGroups: 3}).Parts(), TenantsPart(2)))
+// The stack's name says its part: the environment's own name is the platform, <env>.tenants-<i> group i, and
+// without groups every stack is the whole platform, whatever its name.
+func TestPartOfAStack(t *testing.T) {
+	for _, c := range []struct {
+		stack  string
+		groups int
+		want   Part
+	}{
+		{"prod", 0, ""},
+		{"prod.tenants-1", 0, ""},
+		{"prod", 3, PlatformPart},
+		{"prod.tenants-1", 3, TenantsPart(1)},
+		{"eu.prod.tenants-0", 3, TenantsPart(0)},
+		{"prod.tenants-x", 3, PlatformPart},
+		{"tenants-1", 3, PlatformPart},
+	} {
+		assert.Equal(t, c.want, PartOf(c.stack, c.groups), "%s in %d groups", c.stack, c.groups)
+	}
+}
+
+func TestEnvironmentStacksAreNamedAfterTheEnvironment(t *testing.T) {
+	stacks, err := EnvironmentStacks("prod", StackConfig{Values: map[string]string{"gpu-tenancy:tenantGroups": "3"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"prod", "prod.tenants-0", "prod.tenants-1", "prod.tenants-2"}, stacks)
+	for i, s := range stacks[1:] {
+		assert.Equal(t, TenantsPart(i), PartOf(s, 3))
+	}
+	stacks, err = EnvironmentStacks("dev", StackConfig{Values: map[string]string{}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"dev"}, stacks)
+	_, err = EnvironmentStacks("dev", StackConfig{Values: map[string]string{"gpu-tenancy:tenantGroups": "two"}})
+	assert.ErrorContains(t, err, `gpu-tenancy:tenantGroups: "two" is not 0 (one stack) or more`)
 }

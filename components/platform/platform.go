@@ -52,6 +52,7 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if baseDir == "" {
 		baseDir = ctx.RootDirectory()
 	}
+	a.part = PartOf(ctx.Stack(), a.TenantGroups)
 	// Paths are resolved first, so that what is validated is what is built.
 	errs := a.resolvePaths(baseDir)
 	if errs = append(errs, a.Validate()...); len(errs) > 0 {
@@ -66,10 +67,7 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if err != nil {
 		return nil, err
 	}
-	platformStack, err := a.platformStack(ctx.Stack())
-	if err != nil {
-		return nil, err
-	}
+	platformStack := a.platformStack(ctx.Stack())
 	buildsPlatform, tenants := a.builds()
 	var kubeconfig string
 	if a.Cloud == cluster.Existing {
@@ -185,16 +183,12 @@ func (c *PlatformArgs) tenantShared(cl *cluster.Cluster) tenantShared {
 }
 
 // platformStack is the name of the stack that manages the platform of a tenants part's stack, which is named after
-// it: <platform stack>.<part> (local.tenants-0 for local). Empty for any other part.
-func (c *PlatformArgs) platformStack(stack string) (string, error) {
-	if _, isGroup := c.Part.Group(); !isGroup {
-		return "", nil
+// it (PartOf): <platform stack>.<part>, local.tenants-0 for local. Empty for any other part.
+func (c *PlatformArgs) platformStack(stack string) string {
+	if !isGroup(c.part) {
+		return ""
 	}
-	platform, ok := strings.CutSuffix(stack, "."+string(c.Part))
-	if !ok || platform == "" {
-		return "", fmt.Errorf("%s: the stack of part %s is named <platform stack>.%s, not %s", c.Keys.Path(keyPart), c.Part, c.Part, stack)
-	}
-	return platform, nil
+	return strings.TrimSuffix(stack, "."+string(c.part))
 }
 
 // referencedCluster is the cluster of a tenants part: an existing cluster's own kubeconfig, or the kubeconfig the

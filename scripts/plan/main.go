@@ -1,7 +1,8 @@
 // Command plan writes the offline plan of each stack: the whole program run under Pulumi mocks with the stack's
 // config, no cloud and no credentials, as stacks/plans/<stack>.json (every resource with its type, name, parent,
 // provider and inputs; secrets read "[secret]"), plus a short tree on stdout. Committed plans show a pull request's
-// infrastructure change as a plain diff.
+// infrastructure change as a plain diff. A stack file with tenant groups gives a plan per stack of its environment,
+// <stack>.json for the platform and <stack>.tenants-<i>.json for each group.
 //
 //	go run ./scripts/plan [stack...]          write the plans (no stack: every stacks/Pulumi.<stack>.yaml)
 //	go run ./scripts/plan -check [stack...]   fail when a committed plan is stale or missing; write nothing
@@ -59,20 +60,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	failed := 0
-	for _, stack := range stacks {
-		var err error
-		if *check {
-			err = checkPlan(stack)
-		} else {
-			err = writePlan(stack, stdout)
-		}
+	var planned []string
+	for _, file := range stacks {
+		env, err := environmentStacks(file)
 		if err != nil {
 			fmt.Fprintf(stderr, "plan: %v\n", err)
 			failed++
+			continue
+		}
+		for _, stack := range env {
+			planned = append(planned, stack)
+			if *check {
+				err = checkPlan(stack, file)
+			} else {
+				err = writePlan(stack, file, stdout)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "plan: %v\n", err)
+				failed++
+			}
 		}
 	}
 	if all {
-		if err := orphans(stacks, *check, stdout); err != nil {
+		if err := orphans(planned, *check, stdout); err != nil {
 			fmt.Fprintf(stderr, "plan: %v\n", err)
 			failed++
 		}
@@ -102,9 +112,21 @@ func stackNames() ([]string, error) {
 
 func planPath(stack string) string { return plansDir + "/" + stack + ".json" }
 
-// makePlan validates the stack's config and runs the program under mocks.
-func makePlan(stack string) (*plan.Plan, error) {
-	sc, err := platform.ReadStackFile("stacks/Pulumi." + stack + ".yaml")
+func stackFile(file string) string { return "stacks/Pulumi." + file + ".yaml" }
+
+// environmentStacks are the stacks whose plans the stack file gives: its own, and with tenant groups one per group
+// (platform.EnvironmentStacks), so that a pull request's diff shows the change of each stack it touches.
+func environmentStacks(file string) ([]string, error) {
+	sc, err := platform.ReadStackFile(stackFile(file))
+	if err != nil {
+		return nil, fmt.Errorf("stack %s: %w", file, err)
+	}
+	return platform.EnvironmentStacks(file, sc)
+}
+
+// makePlan validates the stack's config, from the stack file of its environment, and runs the program under mocks.
+func makePlan(stack, file string) (*plan.Plan, error) {
+	sc, err := platform.ReadStackFile(stackFile(file))
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", stack, err)
 	}
@@ -153,8 +175,8 @@ func withoutKubeconfigFile(sc platform.StackConfig) (platform.StackConfig, error
 }
 
 // render returns the plan document and its tree.
-func render(stack string) (doc []byte, tree string, err error) {
-	p, err := makePlan(stack)
+func render(stack, file string) (doc []byte, tree string, err error) {
+	p, err := makePlan(stack, file)
 	if err != nil {
 		return nil, "", err
 	}
@@ -169,8 +191,8 @@ func render(stack string) (doc []byte, tree string, err error) {
 	return doc, b.String(), nil
 }
 
-func writePlan(stack string, stdout io.Writer) error {
-	doc, tree, err := render(stack)
+func writePlan(stack, file string, stdout io.Writer) error {
+	doc, tree, err := render(stack, file)
 	if err != nil {
 		return err
 	}
@@ -204,8 +226,8 @@ func writePlan(stack string, stdout io.Writer) error {
 var errStale = errors.New("run `make plan`")
 
 // checkPlan fails when the committed plan differs from what the program registers now.
-func checkPlan(stack string) error {
-	doc, _, err := render(stack)
+func checkPlan(stack, file string) error {
+	doc, _, err := render(stack, file)
 	if err != nil {
 		return err
 	}
@@ -222,7 +244,8 @@ func checkPlan(stack string) error {
 	return nil
 }
 
-// orphans handles plans whose stack file is gone: -check reports them, writing removes them.
+// orphans handles plans of no stack, their stack file gone or its tenant groups fewer: -check reports them, writing
+// removes them.
 func orphans(stacks []string, check bool, stdout io.Writer) error {
 	files, err := filepath.Glob(plansDir + "/*.json")
 	if err != nil {
@@ -241,10 +264,10 @@ func orphans(stacks []string, check bool, stdout io.Writer) error {
 		if err := os.Remove(f); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "removed %s: no stacks/Pulumi.%s.yaml\n", planPath(stack), stack)
+		fmt.Fprintf(stdout, "removed %s: no stack of stacks/ plans it\n", planPath(stack))
 	}
 	if len(stale) > 0 {
-		return fmt.Errorf("%s have no stack file: %w", strings.Join(stale, ", "), errStale)
+		return fmt.Errorf("%s plan no stack of stacks/: %w", strings.Join(stale, ", "), errStale)
 	}
 	return nil
 }

@@ -17,14 +17,54 @@ const repoRoot = "../.."
 
 func TestCommittedPlansAreFresh(t *testing.T) {
 	t.Chdir(repoRoot)
-	stacks, err := stackNames()
+	files, err := stackNames()
 	require.NoError(t, err)
-	for _, stack := range stacks {
-		t.Run(stack, func(t *testing.T) {
-			assert.NoError(t, checkPlan(stack))
-		})
+	var stacks []string
+	for _, file := range files {
+		env, err := environmentStacks(file)
+		require.NoError(t, err)
+		for _, stack := range env {
+			stacks = append(stacks, stack)
+			t.Run(stack, func(t *testing.T) {
+				assert.NoError(t, checkPlan(stack, file))
+			})
+		}
 	}
 	assert.NoError(t, orphans(stacks, true, nil), "plans without a stack")
+}
+
+// A stack file with tenant groups plans every stack of its environment, each group's plan holding its tenants only,
+// and the plan of a group the environment no longer has is removed.
+func TestAnEnvironmentInTenantGroupsHasAPlanPerStack(t *testing.T) {
+	root := project(t, "scw-dev")
+	file := filepath.Join(root, "stacks/Pulumi.scw-dev.yaml")
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	grouped := strings.Replace(string(raw), "config:\n", "config:\n  gpu-tenancy:tenantGroups: 2\n", 1)
+	require.NoError(t, os.WriteFile(file, []byte(grouped), 0o644))
+	code, stdout, stderr := runPlan(t, "-root", root)
+	require.Equal(t, 0, code, stderr)
+	tenantsOf := map[string][]string{}
+	for _, stack := range []string{"scw-dev", "scw-dev.tenants-0", "scw-dev.tenants-1"} {
+		assert.Contains(t, stdout, "wrote stacks/plans/"+stack+".json")
+		doc, err := os.ReadFile(filepath.Join(root, "stacks/plans", stack+".json"))
+		require.NoError(t, err)
+		for _, tenant := range []string{"legal-ai", "research-ai"} {
+			if strings.Contains(string(doc), `"type": "gpu-tenancy:tenancy:Tenant",
+      "name": "`+tenant+`"`) {
+				tenantsOf[stack] = append(tenantsOf[stack], tenant)
+			}
+		}
+	}
+	assert.Empty(t, tenantsOf["scw-dev"], "the platform stack builds no tenant")
+	assert.ElementsMatch(t, []string{"legal-ai", "research-ai"}, append(tenantsOf["scw-dev.tenants-0"], tenantsOf["scw-dev.tenants-1"]...),
+		"every tenant in one group's plan")
+
+	require.NoError(t, os.WriteFile(file, []byte(strings.Replace(grouped, "tenantGroups: 2", "tenantGroups: 1", 1)), 0o644))
+	code, stdout, stderr = runPlan(t, "-root", root)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "removed stacks/plans/scw-dev.tenants-1.json")
+	assert.NoFileExists(t, filepath.Join(root, "stacks/plans/scw-dev.tenants-1.json"))
 }
 
 // project makes a project directory holding the given example stacks of this repository.
@@ -124,7 +164,7 @@ func TestCheckReportsWhatIsWrongWithACommittedPlan(t *testing.T) {
 		}, "stacks/plans/scw-dev.json is missing: run `make plan`"},
 		{"plan without a stack file", func(t *testing.T, plan string) {
 			require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(plan), "gone.json"), []byte("{}\n"), 0o644))
-		}, "stacks/plans/gone.json have no stack file: run `make plan`"},
+		}, "stacks/plans/gone.json plan no stack of stacks/: run `make plan`"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

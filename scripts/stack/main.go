@@ -3,9 +3,10 @@
 // engine.Environment), state in .tools/state and the passphrase secrets provider (PULUMI_CONFIG_PASSPHRASE, or the
 // local development passphrase). Tools come from `make tools`. Previews and ups run the project's policy pack
 // (.tools/bin/gpu-tenancy-policy, built by `make tools`) when it is there, and say so on stderr when it is not.
-// Previews and ups refresh first, so drift shows and is put back; -skip-refresh leaves that out.
+// Previews and ups refresh first, so drift shows and is put back; -skip-refresh leaves that out. -changed-only skips,
+// on up, each stack whose last up applied what it would apply now (engine.Environment.OnlyChanged).
 //
-//	go run ./scripts/stack [-skip-refresh] up|preview|destroy [stack]     (stack defaults to local)
+//	go run ./scripts/stack [-skip-refresh] [-changed-only] up|preview|destroy [stack]     (stack defaults to local)
 //	go run ./scripts/stack [-op up|destroy] recover [stack]
 //
 // recover converges a stack whose engine was killed (internal/engine Stack.Recover): it releases a lock left by a
@@ -25,9 +26,11 @@ import (
 
 func main() {
 	skipRefresh := flag.Bool("skip-refresh", false, "preview and up without refreshing first (drift is not seen)")
+	changedOnly := flag.Bool("changed-only", false, "up: skip each stack of the environment whose last up applied "+
+		"what it would apply now (the same program and config); a skipped stack is not refreshed")
 	op := flag.String("op", "", "recover: the operation to run again (up or destroy); default the interrupted one, else up")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: stack [-skip-refresh] [-op up|destroy] up|preview|destroy|recover [stack]")
+		fmt.Fprintln(os.Stderr, "usage: stack [-skip-refresh] [-changed-only] [-op up|destroy] up|preview|destroy|recover [stack]")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -39,13 +42,13 @@ func main() {
 	if flag.NArg() == 2 {
 		stack = flag.Arg(1)
 	}
-	if err := run(flag.Arg(0), stack, *skipRefresh, engine.Op(*op)); err != nil {
+	if err := run(flag.Arg(0), stack, *skipRefresh, *changedOnly, engine.Op(*op)); err != nil {
 		fmt.Fprintln(os.Stderr, "stack:", err)
 		os.Exit(1)
 	}
 }
 
-func run(verb, stack string, skipRefresh bool, op engine.Op) error {
+func run(verb, stack string, skipRefresh, changedOnly bool, op engine.Op) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	root, err := os.Getwd()
@@ -64,6 +67,7 @@ func run(verb, stack string, skipRefresh bool, op engine.Op) error {
 	if err != nil {
 		return err
 	}
+	env.OnlyChanged = changedOnly
 	switch verb {
 	case "up":
 		_, err = env.Up(ctx)

@@ -11,6 +11,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -30,12 +31,10 @@ func groupedEnv(t *testing.T) *stackEnv {
 // part is the stack of one part of a grouped environment, for what is asked of one stack (its state, its owner).
 func (s *stackEnv) part(p platform.Part) *stackEnv {
 	part := *s
-	part.config = map[string]string{platform.ConfigNamespace + ":part": string(p)}
-	for k, v := range s.config {
-		part.config[k] = v
-	}
 	if _, isGroup := p.Group(); isGroup {
+		// As engine.OpenEnvironment names a group's stack and its work directory.
 		part.name = s.stack() + "." + string(p)
+		part.workDir = s.workDir + "." + string(p)
 	}
 	return &part
 }
@@ -49,9 +48,9 @@ func (s *stackEnv) environment(ctx context.Context) *engine.Environment {
 
 // parts are the stacks of a grouped environment, the platform first.
 func (s *stackEnv) parts() []*stackEnv {
-	var out []*stackEnv
-	for _, p := range (&platform.PlatformArgs{TenantGroups: groups}).Parts() {
-		out = append(out, s.part(p))
+	out := []*stackEnv{s.part(platform.PlatformPart)}
+	for i := range groups {
+		out = append(out, s.part(platform.TenantsPart(i)))
 	}
 	return out
 }
@@ -90,13 +89,49 @@ func TestTenantGroups(t *testing.T) {
 		owned := snapshot(t, ctx)
 		// With two groups, both tenants fall in group 1: its stack would take them from groups 0 and 2.
 		moved := env.part(platform.TenantsPart(1))
-		moved.config[platform.ConfigNamespace+":tenantGroups"] = "2"
+		moved.config = map[string]string{platform.ConfigNamespace + ":tenantGroups": "2"}
 		_, err := moved.open(ctx, nil).Up(ctx)
 		require.Error(t, err)
 		for tenant, part := range groupOf {
 			assert.Contains(t, err.Error(), fmt.Sprintf("Namespace %s exists and belongs to stack %s", naming.Namespace(tenant), env.part(part).owner()))
 		}
 		assert.Equal(t, owned, snapshot(t, ctx), "the refused up changed nothing")
+	})
+	t.Run("an up of what changed runs only the stacks it changes", func(t *testing.T) {
+		stacks := func(parts ...platform.Part) []string {
+			var out []string
+			for _, p := range parts {
+				out = append(out, env.part(p).stack())
+			}
+			return out
+		}
+		again := env.environment(ctx)
+		again.OnlyChanged = true
+		_, err := again.Up(ctx)
+		require.NoError(t, err)
+		// The refused take-over above was an up of group 1's stack: its record went with it.
+		assert.ElementsMatch(t, stacks(platform.PlatformPart, platform.TenantsPart(0), platform.TenantsPart(2)), again.Skipped,
+			"only the stack whose last up did not succeed runs")
+
+		tenants := env.tenants()
+		for i := range tenants {
+			if tenants[i].Name == legal {
+				tenants[i].CPUQuota = "9"
+			}
+		}
+		changed, err := engine.OpenEnvironment(ctx, env.options(tenants, nil))
+		require.NoError(t, err)
+		changed.OnlyChanged = true
+		changes, err := changed.Up(ctx)
+		require.NoError(t, err)
+		assert.ElementsMatch(t, stacks(platform.TenantsPart(0), platform.TenantsPart(1)), changed.Skipped,
+			"a change of legal-ai runs the platform stack and legal-ai's group only")
+		assert.Positive(t, changes["update"], "%v", changes)
+		assert.Zero(t, changes["create"]+changes["delete"]+changes["replace"], "%v", changes)
+		quota, err := client.CoreV1().ResourceQuotas(naming.Namespace(legal)).Get(ctx, naming.TenantQuota, metav1.GetOptions{})
+		require.NoError(t, err)
+		cpu := quota.Spec.Hard[corev1.ResourceRequestsCPU]
+		assert.Equal(t, "9", cpu.String())
 	})
 	t.Run("killed during the parallel tenant run", func(t *testing.T) {
 		_, err := env.environment(ctx).Destroy(ctx)

@@ -77,6 +77,8 @@ const LocalPassphrase = "gpu-tenancy-local"
 type Stack struct {
 	auto.Stack
 	opts Options
+	// partConfig is the config its part builds from (partConfig), for the record of what an up applied.
+	partConfig map[string]any
 }
 
 // Open validates the stack file (every problem at once, unknown keys included) and prepares the stack, creating it
@@ -113,7 +115,12 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 		sc.Values[k] = platform.SecretPlaceholder
 		sc.Secrets = append(sc.Secrets, k)
 	}
-	if _, err := platform.Load(sc.Source(), platform.ConfigKeys); err != nil {
+	args, err := platform.Load(sc.Source(), platform.ConfigKeys)
+	if err != nil {
+		return nil, fmt.Errorf("stack %s: %w", o.Stack, err)
+	}
+	config, err := partConfig(o, stackFile, args)
+	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", o.Stack, err)
 	}
 	for _, dir := range []string{o.WorkDir, o.StateDir} {
@@ -176,7 +183,7 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 			return nil, fmt.Errorf("engine: setting config of stack %s: %w", o.Stack, err)
 		}
 	}
-	return &Stack{Stack: st, opts: o}, nil
+	return &Stack{Stack: st, opts: o, partConfig: config}, nil
 }
 
 // CLI are the workspace options that run the pulumi CLI `make tools` built in repoRoot/.tools, with plugins from

@@ -8,7 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime"
-	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
@@ -25,7 +25,15 @@ type Environment struct {
 	// Stacks are the platform stack first, then the groups in order; one stack without tenant groups.
 	Stacks []*Stack
 	// Parallel is how many group stacks run at once (default the number of CPUs): the engine's work is CPU-bound.
+	// Destroy, which mostly waits, runs every group at once.
 	Parallel int
+	// OnlyChanged makes Up skip a stack whose last up through the environment applied what it would apply now: the
+	// same program, the config of its part, and for a group's stack the same platform kubeconfig. One tenant added
+	// to a large environment then runs the platform stack and that tenant's group only. A skipped stack is not
+	// refreshed, so drift in it is neither seen nor put back: an Up without OnlyChanged does that.
+	OnlyChanged bool
+	// Skipped are the stacks the last Up skipped.
+	Skipped []string
 }
 
 // Changes are the steps of an operation by kind, summed over the environment's stacks.
@@ -37,7 +45,8 @@ func (c Changes) add(m map[string]int) {
 	}
 }
 
-// OpenEnvironment opens every stack of the environment (Open, for each), with each stack's part set in its config.
+// OpenEnvironment opens every stack of the environment (Open, for each, platform.EnvironmentStacks), each reading
+// the environment's stack file; each stack's name says which part it builds.
 func OpenEnvironment(ctx context.Context, o Options) (*Environment, error) {
 	from := o.ConfigFrom
 	if from == "" {
@@ -47,33 +56,23 @@ func OpenEnvironment(ctx context.Context, o Options) (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
-	groups := 0
-	if raw, ok := o.Config[platform.ConfigNamespace+":tenantGroups"]; ok {
-		sc.Values[platform.ConfigNamespace+":tenantGroups"] = raw
+	groupsKey := platform.ConfigNamespace + ":tenantGroups"
+	if raw, ok := o.Config[groupsKey]; ok {
+		sc.Values[groupsKey] = raw
 	}
-	if raw, ok := sc.Values[platform.ConfigNamespace+":tenantGroups"]; ok {
-		if groups, err = strconv.Atoi(raw); err != nil || groups < 0 {
-			return nil, fmt.Errorf("stack %s: %s:tenantGroups: %q is not 0 (one stack) or more", o.Stack, platform.ConfigNamespace, raw)
-		}
+	stacks, err := platform.EnvironmentStacks(o.Stack, sc)
+	if err != nil {
+		return nil, err
 	}
-	args := platform.PlatformArgs{TenantGroups: groups}
 	env := &Environment{}
-	for _, part := range args.Parts() {
+	for _, name := range stacks {
 		po := o
-		po.ConfigFrom = from
-		po.Config = map[string]string{}
-		for k, v := range o.Config {
-			po.Config[k] = v
+		po.Stack, po.ConfigFrom = name, from
+		if len(stacks) > 1 {
+			po.Progress = prefixed(o.Progress, o.Stack, platform.PartOf(name, len(stacks)-1))
 		}
-		if part != "" {
-			po.Config[platform.ConfigNamespace+":part"] = string(part)
-			po.Progress = prefixed(o.Progress, o.Stack, part)
-		}
-		if _, isGroup := part.Group(); isGroup {
-			po.Stack = o.Stack + "." + string(part)
-			if o.WorkDir != "" {
-				po.WorkDir = o.WorkDir + "." + string(part)
-			}
+		if name != o.Stack && o.WorkDir != "" {
+			po.WorkDir = o.WorkDir + strings.TrimPrefix(name, o.Stack)
 		}
 		st, err := Open(ctx, po)
 		if err != nil {
@@ -84,23 +83,43 @@ func OpenEnvironment(ctx context.Context, o Options) (*Environment, error) {
 	return env, nil
 }
 
-// Up brings the platform stack up, then every group in parallel.
+// Up brings the platform stack up, then every group in parallel. With OnlyChanged, a stack whose last up through
+// the environment applied what it would apply now is skipped and named in Skipped.
 func (e *Environment) Up(ctx context.Context, opts ...optup.Option) (Changes, error) {
 	changes := Changes{}
-	res, err := e.Stacks[0].Up(ctx, opts...)
-	if res.Summary.ResourceChanges != nil {
-		changes.add(*res.Summary.ResourceChanges)
+	var mu sync.Mutex
+	e.Skipped = nil
+	up := func(s *Stack, upstream string) (map[string]int, error) {
+		if e.OnlyChanged && s.unchanged(upstream) {
+			s.say("%s: unchanged since its last up (the same program, config and cluster): skipped, not refreshed", s.opts.Stack)
+			mu.Lock()
+			defer mu.Unlock()
+			e.Skipped = append(e.Skipped, s.opts.Stack)
+			return nil, nil
+		}
+		res, err := s.Up(ctx, opts...)
+		var counts map[string]int
+		if res.Summary.ResourceChanges != nil {
+			counts = *res.Summary.ResourceChanges
+		}
+		if err == nil {
+			err = s.recordApplied(upstream)
+		}
+		return counts, err
 	}
-	if err != nil {
+	counts, err := up(e.Stacks[0], "")
+	changes.add(counts)
+	if err != nil || len(e.Stacks) == 1 {
 		return changes, err
 	}
-	err = e.eachGroup(func(s *Stack) (map[string]int, error) {
-		res, err := s.Up(ctx, opts...)
-		if res.Summary.ResourceChanges == nil {
-			return nil, err
-		}
-		return *res.Summary.ResourceChanges, err
-	}, changes)
+	// A group's stack reaches the cluster through the platform stack's kubeconfig: when that changes, so does
+	// what the group's up applies.
+	outputs, err := e.Stacks[0].Outputs(ctx)
+	if err != nil {
+		return changes, fmt.Errorf("stack %s: reading its outputs: %w", e.Stacks[0].opts.Stack, err)
+	}
+	upstream := fmt.Sprint(outputs["kubeconfig"].Value)
+	err = e.eachGroup(func(s *Stack) (map[string]int, error) { return up(s, upstream) }, changes)
 	return changes, err
 }
 
@@ -133,7 +152,8 @@ func (e *Environment) Destroy(ctx context.Context) (Changes, error) {
 		}
 		return *res.Summary.ResourceChanges, err
 	}
-	if err := e.eachGroup(destroy, changes); err != nil {
+	// A destroy mostly waits, for each tenant namespace to terminate, rather than computes: every group at once.
+	if err := e.eachGroupAtOnce(len(e.Stacks), destroy, changes); err != nil {
 		return changes, err
 	}
 	counts, err := destroy(e.Stacks[0])
@@ -170,6 +190,11 @@ func (e *Environment) eachGroup(f func(*Stack) (map[string]int, error), changes 
 	if parallel <= 0 {
 		parallel = runtime.NumCPU()
 	}
+	return e.eachGroupAtOnce(parallel, f, changes)
+}
+
+// eachGroupAtOnce is eachGroup with parallel group stacks at a time.
+func (e *Environment) eachGroupAtOnce(parallel int, f func(*Stack) (map[string]int, error), changes Changes) error {
 	slots := make(chan struct{}, parallel)
 	var mu sync.Mutex
 	var errs []error

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,8 +29,12 @@ const (
 // Recover knows what to run again.
 const opMarker = "operation"
 
-// begin records op as under way until the returned function runs (when the engine returns, whatever the result).
+// begin clears the record of the last up and records op as under way until the returned function runs (when the engine returns, whatever the result).
 func (s *Stack) begin(op Op) (func(), error) {
+	// What the stack holds is about to change: no record of an earlier up may let it be skipped.
+	if err := os.Remove(filepath.Join(s.opts.WorkDir, appliedRecord)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	path := filepath.Join(s.opts.WorkDir, opMarker)
 	if err := os.WriteFile(path, []byte(op), 0o600); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
