@@ -54,8 +54,9 @@ plan:
 plan-check:
 	go run ./scripts/plan -check $(STACK)
 
-## bench: one table of figures: offline plan at 10/100/1000 tenants, the engine on a local control plane at 2 and 20
-## tenants, cold and warm builds against the SDK floor (minutes; asserts nothing)
+## bench: one table of figures: offline plan at 10/100/1000 tenants, the engine on a local control plane at 10, 40 and
+## 100 tenants in tenant groups (one tenant added at 100), API fairness, cold and warm builds against the SDK floor
+## (about 45 minutes; asserts nothing)
 bench: tools
 	go run ./scripts/bench
 

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -91,7 +92,7 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if buildsPlatform {
 		cl, err = a.newCluster(ctx, kubeconfig, top)
 	} else {
-		cl, err = a.referencedCluster(ctx, kubeconfig, platformStack, top)
+		cl, err = a.referencedCluster(ctx, kubeconfig, platformStack, owner, top)
 	}
 	if err != nil {
 		return nil, err
@@ -191,9 +192,12 @@ func (c *PlatformArgs) platformStack(stack string) string {
 	return strings.TrimSuffix(stack, "."+string(c.part))
 }
 
-// referencedCluster is the cluster of a tenants part: an existing cluster's own kubeconfig, or the kubeconfig the
-// platform stack exports for the cloud cluster it manages.
-func (c *PlatformArgs) referencedCluster(ctx *pulumi.Context, kubeconfig, platformStack string, opts []pulumi.ResourceOption) (*cluster.Cluster, error) {
+// referencedCluster is the cluster of a tenants part: an existing cluster's own kubeconfig, already checked for
+// owners, or the kubeconfig the platform stack exports for the cloud cluster it manages. That one is known only once
+// the stack reference resolves, so the owners are checked there, and the provider every object of the stack uses
+// takes the kubeconfig only once the check passed: a group's stack cannot take over another's tenant on a cloud
+// cluster either, where the ownership check of a one-stack environment has nothing to meet.
+func (c *PlatformArgs) referencedCluster(ctx *pulumi.Context, kubeconfig, platformStack, owner string, opts []pulumi.ResourceOption) (*cluster.Cluster, error) {
 	var input pulumi.StringInput = pulumi.String(kubeconfig)
 	if c.Cloud != cluster.Existing {
 		ref, err := pulumi.NewStackReference(ctx, "platform-stack", &pulumi.StackReferenceArgs{
@@ -202,7 +206,14 @@ func (c *PlatformArgs) referencedCluster(ctx *pulumi.Context, kubeconfig, platfo
 		if err != nil {
 			return nil, fmt.Errorf("reading the outputs of the platform stack %s: %w", platformStack, err)
 		}
-		input = ref.GetStringOutput(pulumi.String("kubeconfig"))
+		warn := func(msg string) { _ = ctx.Log.Warn(msg, nil) }
+		input = ref.GetStringOutput(pulumi.String("kubeconfig")).ApplyTWithContext(ctx.Context(),
+			func(goctx context.Context, k string) (string, error) {
+				if err := checkExistingCluster(goctx, c, k, owner, warn); err != nil {
+					return "", err
+				}
+				return k, nil
+			}).(pulumi.StringOutput)
 	}
 	cl, err := cluster.NewReferenced(ctx, string(c.Cloud), &cluster.ReferencedArgs{
 		Flavour: c.Cloud, Kubeconfig: input, GPUPools: c.GPUPools(), DriverRoot: c.driverRoot(),

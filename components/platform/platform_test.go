@@ -24,12 +24,17 @@ func runStack(t *testing.T, stack string, override map[string]string) (*mocktest
 // runStackAs is runStack as a stack of another name, with the config of stacks/Pulumi.<file>.yaml.
 func runStackAs(t *testing.T, stack, file string, override map[string]string) (*mocktest.Recorder, error) {
 	t.Helper()
+	return runStackWith(t, &mocktest.Recorder{Outputs: mocktest.ComputedOutputs()}, stack, file, override)
+}
+
+// runStackWith is runStackAs recording into rec.
+func runStackWith(t *testing.T, rec *mocktest.Recorder, stack, file string, override map[string]string) (*mocktest.Recorder, error) {
+	t.Helper()
 	sc, err := ReadStackFile(filepath.Join("..", "..", "stacks", "Pulumi."+file+".yaml"))
 	require.NoError(t, err)
 	for k, v := range override {
 		sc.Values[k] = v
 	}
-	rec := &mocktest.Recorder{Outputs: mocktest.ComputedOutputs()}
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
 	err = mocktest.Run(stack, Program(root), rec, mocktest.WithConfig(sc.Values, sc.Secrets))

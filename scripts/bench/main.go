@@ -5,8 +5,8 @@
 //     and 1,000 generated tenants: wall time, peak RSS of the process that makes it, resources;
 //   - engine: the real Pulumi engine and kubernetes provider on a local control plane of its own with 10, 40 and 100
 //     tenants in tenant groups of 10 (engine.Environment): `up`, a no-change `preview` (with its refresh, and without
-//     it), one tenant added at the largest size, and `destroy`, each timed, with the resources they touch, the peak
-//     memory of the engine's processes and the size of the state;
+//     it), one tenant added at the largest size (as `-changed-only` runs it, then as a plain up), and `destroy`, each
+//     timed, with the resources they touch, the peak memory of the engine's processes and the size of the state;
 //   - fairness: one tenant's syncer token floods the API server of a control plane of its own while the other
 //     tenant's syncer and the DRA driver are timed (p50, p99), with and without the platform's FlowSchemas;
 //   - build: `go build ./infra` cold (empty build cache) and warm (one project file changed) against the floor, a

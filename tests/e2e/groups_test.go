@@ -58,7 +58,8 @@ func (s *stackEnv) parts() []*stackEnv {
 // TestTenantGroups brings the local stack up split into tenant groups (a platform stack, then three group stacks in
 // parallel): the guard rails hold across the stacks, each object belongs to its part's stack, a second preview is
 // empty, a group's stack cannot take over another's tenant, and a kill during the parallel tenant run is recovered
-// with nothing orphaned; destroy leaves the cluster as before.
+// with nothing orphaned, as is one early in the platform stack's up and one during the groups' destroy; destroy
+// leaves the cluster as before.
 func TestTenantGroups(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -133,22 +134,43 @@ func TestTenantGroups(t *testing.T) {
 		cpu := quota.Spec.Hard[corev1.ResourceRequestsCPU]
 		assert.Equal(t, "9", cpu.String())
 	})
-	t.Run("killed during the parallel tenant run", func(t *testing.T) {
-		_, err := env.environment(ctx).Destroy(ctx)
-		require.NoError(t, err)
-		killChild(t, engineChild{Op: engine.OpUp, Options: env.options(nil, nil), Environment: true},
-			"[local tenants-", "creating")
-		progress := recoverWith(t, ctx, env, func(opts engine.Options) (recoverer, error) {
-			return engine.OpenEnvironment(ctx, opts)
+	// The three kill points of TestRecoveryAfterKill, in the layout's own places: the platform stack's up, the
+	// groups' parallel up, and the groups' destroy, all at once.
+	for _, kill := range []struct {
+		name string
+		op   engine.Op
+		when []string
+	}{
+		{"killed early in the platform stack's up", engine.OpUp, []string{"[local platform]", "creating"}},
+		{"killed during the parallel tenant run", engine.OpUp, []string{"[local tenants-", "creating"}},
+		{"killed during the groups' destroy", engine.OpDestroy, []string{"[local tenants-", "deleting"}},
+	} {
+		t.Run(kill.name, func(t *testing.T) {
+			if kill.op == engine.OpUp {
+				_, err := env.environment(ctx).Destroy(ctx)
+				require.NoError(t, err)
+			}
+			killChild(t, engineChild{Op: kill.op, Options: env.options(nil, nil), Environment: true}, kill.when...)
+			progress := recoverWith(t, ctx, env, func(opts engine.Options) (recoverer, error) {
+				return engine.OpenEnvironment(ctx, opts)
+			})
+			assert.Contains(t, progress, "released the lock of pulumi process", "the killed stack's lock is released with a message")
+			if kill.op == engine.OpDestroy {
+				for _, part := range env.parts() {
+					assert.Empty(t, managedObjects(t, ctx, part), "the destroy, run again, emptied the state of %s", part.stack())
+					assert.Empty(t, ownedObjects(t, ctx, part), "the destroy, run again, removed every object of %s", part.stack())
+				}
+				requireAsBefore(t, ctx, before)
+				return
+			}
+			changes, err := env.environment(ctx).Preview(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, total(changes), changes["same"], "a preview after recovery is empty: %v", changes)
+			for _, part := range env.parts() {
+				requireNothingOrphaned(t, ctx, part)
+			}
 		})
-		assert.Contains(t, progress, "released the lock of pulumi process", "the killed group's lock is released with a message")
-		changes, err := env.environment(ctx).Preview(ctx)
-		require.NoError(t, err)
-		assert.Equal(t, total(changes), changes["same"], "a preview after recovery is empty: %v", changes)
-		for _, part := range env.parts() {
-			requireNothingOrphaned(t, ctx, part)
-		}
-	})
+	}
 
 	_, err := env.environment(ctx).Destroy(ctx)
 	require.NoError(t, err)

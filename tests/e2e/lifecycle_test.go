@@ -141,7 +141,12 @@ func runEngineChild(spec string) int {
 	if c.Environment {
 		var env *engine.Environment
 		if env, err = engine.OpenEnvironment(ctx, c.Options); err == nil {
-			_, err = env.Up(ctx)
+			switch c.Op {
+			case engine.OpDestroy:
+				_, err = env.Destroy(ctx)
+			default:
+				_, err = env.Up(ctx)
+			}
 		}
 	} else {
 		var st *engine.Stack

@@ -1,6 +1,6 @@
-// Package scripts_test runs the repository's shell scripts against stand-ins for the CLIs they call, to check what
-// they would run. The stand-in records its arguments and does nothing else: what pulumi does with them is
-// tested elsewhere (tests/e2e drives the real CLI).
+// Package scripts_test runs the repository's shell scripts. Where a script calls the pulumi CLI, a stand-in records
+// its arguments and does nothing else, to check what the script would run: what pulumi does with them is tested
+// elsewhere (tests/e2e drives the real CLI).
 package scripts_test
 
 import (
