@@ -23,7 +23,7 @@ lint:
 ## test: lint, build the local control-plane tools, then every test (unit, plan freshness, the provider's schema and
 ## construct tests, end-to-end)
 test: lint tools
-	@scripts/heartbeat.sh "go test ./... (the end-to-end package starts its own control plane and takes about 10 min)" \
+	@scripts/heartbeat.sh "go test ./... (the end-to-end package starts its own control plane and takes about 30 min)" \
 		go test $(GO_TEST_FLAGS) ./...
 	@cd provider && ../scripts/heartbeat.sh "go test in provider/" go test $(GO_TEST_FLAGS) ./...
 
@@ -36,11 +36,13 @@ unit:
 schema:
 	cd provider && go run ./cmd/schemagen
 
-## stack: VERB=up|preview|destroy|recover the real engine on STACK (default local) through the Automation API;
+## stack: VERB=up|preview|refresh|destroy|recover|stacks on every stack of the environment STACK (default local), the
+## platform program running inline on the backend the project or PULUMI_BACKEND_URL names (local: .tools/state);
 ## previews and ups refresh first; recover converges a stack whose engine was killed, then runs the operation again;
-## STACK_FLAGS=-changed-only skips, on up, each stack of the environment whose last up applied what it would now
+## STACK_FLAGS=-changed-only skips, on up, each stack of the environment whose last up applied what it would now.
+## Moves: go run ./cmd/gpu-tenancy-env move <env> <tenant> -to <group> [-preview]
 stack:
-	go run ./scripts/stack $(STACK_FLAGS) $(or $(VERB),preview) $(or $(STACK),local)
+	go run ./cmd/gpu-tenancy-env $(STACK_FLAGS) $(or $(VERB),preview) $(or $(STACK),local)
 
 ## tools: build the pulumi CLI, kubernetes provider and Kubernetes control plane into .tools/bin
 tools:
@@ -60,8 +62,10 @@ plan-check:
 bench: tools
 	go run ./scripts/bench
 
-## demo: local control plane + simulated GPUs + `up` of the local stack, then what each tenant sees
-demo: tools
+## demo: local control plane + simulated GPUs + `up` of the local stack, then what each tenant sees; builds only the
+## tools the demo runs (the pulumi CLI, the kubernetes provider, etcd and the control plane)
+demo:
+	scripts/build-tools.sh demo
 	scripts/demo.sh
 
 ## demo-down: destroy the local stack and stop the local control plane

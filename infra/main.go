@@ -2,6 +2,8 @@
 package main
 
 import (
+	// The program builds every cloud.
+	_ "github.com/gpu-tenancy/gpu-tenancy/components/flavours"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )

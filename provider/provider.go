@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"regexp"
 
+	// A program in any language may build any cloud.
+	_ "github.com/gpu-tenancy/gpu-tenancy/components/flavours"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil/rpcerror"

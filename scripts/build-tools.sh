@@ -4,6 +4,8 @@
 # path; nothing fetched is committed.
 #
 #   scripts/build-tools.sh            build what is missing or out of date (a cold build takes minutes)
+#   scripts/build-tools.sh demo       only what `make demo` runs: etcd, the control plane, the pulumi CLI, the kubernetes
+#                                     provider and the vCluster chart
 #   scripts/build-tools.sh --force    rebuild everything
 #
 # Output:
@@ -36,14 +38,25 @@ KUBE_VERSION=v1.34.4
 VCLUSTER_VERSION=v0.36.1
 
 FORCE=0
-case "${1:-}" in
---force) FORCE=1 ;;
-"") ;;
-*)
-	echo "usage: $0 [--force]" >&2
-	exit 2
-	;;
-esac
+SET=all
+for arg in "$@"; do
+	case "$arg" in
+	--force) FORCE=1 ;;
+	demo) SET=demo ;;
+	*)
+		echo "usage: $0 [--force] [demo]" >&2
+		exit 2
+		;;
+	esac
+done
+# wanted TOOL: whether this run builds TOOL; the demo set is what `make demo` starts, the rest is for `make test`.
+wanted() {
+	[[ $SET == all ]] && return 0
+	case "$1" in
+	etcd | kube | pulumi | pulumi-resource-kubernetes | vcluster-chart) return 0 ;;
+	esac
+	return 1
+}
 
 command -v go >/dev/null || {
 	echo "build-tools: go is not on PATH" >&2
@@ -58,13 +71,14 @@ done
 mkdir -p "$BIN" "$STAMPS"
 GO_VERSION=$(go env GOVERSION GOOS GOARCH | tr '\n' ' ')
 
-# stamp_of DIR EXTRA...: hash of the module's files, the toolchain and the build parameters.
+# stamp_of DIR EXTRA...: hash of the module's files (its packages' directories included), the toolchain and the build
+# parameters.
 stamp_of() {
 	local dir=$1
 	shift
 	{
 		echo "$GO_VERSION $*"
-		find "$dir" -maxdepth 1 -type f \( -name 'go.mod' -o -name 'go.sum' -o -name '*.go' -o -name '*.json' \) \
+		find "$dir" -type f \( -name 'go.mod' -o -name 'go.sum' -o -name '*.go' -o -name '*.json' \) \
 			-print0 | sort -z | xargs -0 sha256sum
 	} | sha256sum | cut -d' ' -f1
 }
@@ -103,7 +117,7 @@ timed() {
 
 # build NAME MODULE_DIR OUT_DIR LDFLAGS PACKAGE...: go build into a staging dir, then move the
 # binaries (named like `go build` names them) into OUT_DIR. Several packages share one build (and
-# one stamp), so their common dependencies compile once.
+# one stamp); builds in one module share its versions, so their common dependencies compile once.
 build() {
 	local name=$1 dir=$2 out=$3 ldflags=$4
 	shift 4
@@ -148,30 +162,13 @@ required_version() {
 	(cd "$1" && go list -m -f '{{.Version}}' "$2")
 }
 
-# --- etcd ------------------------------------------------------------------------------------
-build etcd "$MODS/etcd" "$BIN" "" .
+# One module for the local stack's tools (etcd, the control plane, the pulumi CLI and its YAML host), and one for the
+# kubernetes provider (its code needs an older pulumi/pkg than the CLI is), both at the product's versions of every
+# module they share with it: each SDK and Kubernetes library compiles once for the tools and the product's tests
+# (tests/build checks the versions).
+LS=$MODS/localstack
 
-# --- kube-apiserver, kube-controller-manager, kube-scheduler ---------------------------------
-# The same variables k8s.io/kubernetes hack/lib/version.sh sets, so clients parse the version.
-kube_ldflags=""
-for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-	minor=${KUBE_VERSION#v1.}
-	kube_ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor%%.*}"
-	kube_ldflags+=" -X $pkg.gitTreeState=clean"
-done
-build kube "$MODS/kube" "$BIN" "$kube_ldflags" \
-	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
-
-# --- pulumi CLI and the YAML language host ----------------------------------------------------
-# The Automation API refuses a CLI that does not report its version. pulumi-language-yaml (pulumi-yaml, its own
-# version stamped as its Makefile does) lives beside pulumi, where the CLI looks for language plugins; one module and
-# one build, so the pulumi packages both use compile once. (The Go, Node.js and Python hosts are nested modules of
-# pulumi/pulumi without tags, which the module proxy does not serve.)
-build pulumi "$MODS/pulumi" "$BIN" \
-	"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$(required_version "$MODS/pulumi" github.com/pulumi/pulumi-yaml)" \
-	github.com/pulumi/pulumi/pkg/v3/cmd/pulumi github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml
-
-# --- pulumi-resource-kubernetes --------------------------------------------------------------
+# The kubernetes provider's generated files, in place before its stamp is taken.
 kp=$MODS/pulumi-resource-kubernetes
 kp_mod=github.com/pulumi/pulumi-kubernetes/provider/v4
 kp_src=$(module_dir "$kp_mod@$(required_version "$kp" "$kp_mod")")/cmd/pulumi-resource-kubernetes
@@ -186,6 +183,34 @@ cmp -s "$schema_tmp" "$kp/schema.json" || cp "$schema_tmp" "$kp/schema.json"
 rm -f "$schema_tmp"
 cmp -s "$kp_src/terraform-mapping.json" "$kp/terraform-mapping.json" ||
 	install -m 0644 "$kp_src/terraform-mapping.json" "$kp/terraform-mapping.json"
+
+# --- etcd ------------------------------------------------------------------------------------
+wanted etcd && build etcd "$LS" "$BIN" "" ./etcd
+
+# --- kube-apiserver, kube-controller-manager, kube-scheduler ---------------------------------
+# The same variables k8s.io/kubernetes hack/lib/version.sh sets, so clients parse the version.
+kube_ldflags=""
+for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+	minor=${KUBE_VERSION#v1.}
+	kube_ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor%%.*}"
+	kube_ldflags+=" -X $pkg.gitTreeState=clean"
+done
+wanted kube && build kube "$LS" "$BIN" "$kube_ldflags" \
+	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+
+# --- pulumi CLI and the YAML language host ----------------------------------------------------
+# The Automation API refuses a CLI that does not report its version. pulumi-language-yaml (pulumi-yaml, its own
+# version stamped as its Makefile does) lives beside pulumi, where the CLI looks for language plugins; two builds,
+# since only the tests run YAML programs. (The Go, Node.js and Python hosts are nested modules of pulumi/pulumi without
+# tags, which the module proxy does not serve.)
+wanted pulumi && build pulumi "$LS" "$BIN" \
+	"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" \
+	github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
+wanted pulumi-language-yaml && build pulumi-language-yaml "$LS" "$BIN" \
+	"-X github.com/pulumi/pulumi-yaml/pkg/version.Version=$(required_version "$LS" github.com/pulumi/pulumi-yaml)" \
+	github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml
+
+# --- pulumi-resource-kubernetes --------------------------------------------------------------
 # Built straight into the plugin cache under the version the SDK requests, so the engine never
 # tries to download it (offline) and no $PATH lookup is involved.
 plugin_dir=$PULUMI_HOME_DIR/plugins/resource-kubernetes-v$K8S_PROVIDER_VERSION
@@ -213,15 +238,20 @@ fi
 # modules: both require k8s.io modules newer than the product's v0.34. The version variables are the ones
 # kube-state-metrics' own Makefile sets (k8s.io/kube-state-metrics/v2@v2.20.0 Makefile).
 KSM_VERSION=v2.20.0
-build kube-state-metrics "$MODS/kube-state-metrics" "$BIN" \
+wanted kube-state-metrics && build kube-state-metrics "$MODS/kube-state-metrics" "$BIN" \
 	"-X github.com/prometheus/common/version.Version=$KSM_VERSION -X k8s.io/kube-state-metrics/v2/pkg/app.ClientGoVersion=$(required_version "$MODS/kube-state-metrics" k8s.io/client-go)" .
-build promql-eval "$MODS/promql-eval" "$BIN" "" .
+wanted promql-eval && build promql-eval "$MODS/promql-eval" "$BIN" "" .
 
 # --- vcluster-config -------------------------------------------------------------------------
 # vCluster's own config loader (loft-sh/vcluster pkg/config), at the release the chart comes from, so the unit tests
 # validate the values the program renders as vCluster itself reads them. Its module requires k8s.io v0.36 and
 # github.com/loft-sh/api/v4, which the checksum database does not know: go.sum is committed.
-build vcluster-config "$MODS/vcluster-config" "$BIN" "" .
+wanted vcluster-config && build vcluster-config "$MODS/vcluster-config" "$BIN" "" .
+
+if [[ $SET == demo ]]; then
+	echo "build-tools: done (the demo's tools): $BIN"
+	exit 0
+fi
 
 # --- policy pack -----------------------------------------------------------------------------
 # The project's own policy pack (./policy), from the product module. Always built: the `build` helper stamps only a

@@ -63,11 +63,26 @@ if ((${#stacks[@]} == 0)); then
 	exit 2
 fi
 
-# A stack file with gpu-tenancy:tenantGroups is an environment of several stacks (README, Scale: tenant groups): its
-# own, the platform, and <stack>.tenants-<i> for each group, which read the same file (--config-file). A stack file
-# `pulumi stack init` wrote for a group stack holds no config of its own and is skipped.
+# A stack file with gpu-tenancy:tenantGroups is an environment of several stacks (README, Environments): its own, the
+# platform, and <stack>.tenants-<i> for each group, which read the same file (--config-file), plus any group stack the
+# backend still holds beyond them (gpu-tenancy-env stacks lists the same). A stack file `pulumi stack init` wrote for a
+# group stack holds no config of its own and is skipped. The value may be quoted and followed by a comment.
 groups_of() {
-	sed -n 's/^  gpu-tenancy:tenantGroups: *"\{0,1\}\([0-9][0-9]*\)"\{0,1\} *$/\1/p' "stacks/Pulumi.$1.yaml"
+	sed -En 's/^[[:space:]]+gpu-tenancy:tenantGroups:[[:space:]]*"?([0-9]+)"?[[:space:]]*(#.*)?$/\1/p' "stacks/Pulumi.$1.yaml"
+}
+# leftover_of lists the group stacks of environment $1 beyond its $2 groups that the backend holds with resources
+# (`pulumi stack ls --json`: one field a line, resourceCount after name).
+leftover_of() {
+	pulumi stack ls --json --project gpu-tenancy 2>/dev/null | awk -v env="$1" -v groups="$2" '
+		/"name":/ { name = $0; sub(/.*"name": *"/, "", name); sub(/".*/, "", name); sub(/.*\//, "", name) }
+		/"resourceCount":/ {
+			count = $0; gsub(/[^0-9]/, "", count)
+			if (index(name, env ".tenants-") == 1) {
+				group = substr(name, length(env) + 10)
+				if (group ~ /^(0|[1-9][0-9]*)$/ && group + 0 >= groups + 0 && count + 0 > 0) print name
+			}
+		}'
+	return 0
 }
 declare -A config_of groups
 for s in "${stacks[@]}"; do
@@ -80,6 +95,12 @@ for s in "${stacks[@]}"; do
 	previews+=("$s")
 	config_of[$s]=$s
 	for ((i = 0; i < ${groups[$s]:-0}; i++)); do previews+=("$s.tenants-$i"); done
+	if ((${groups[$s]:-0} > 0)); then
+		for left in $(leftover_of "$s" "${groups[$s]}"); do
+			previews+=("$left")
+			config_of[$left]=$s
+		done
+	fi
 done
 
 declare -A code

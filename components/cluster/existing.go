@@ -34,6 +34,9 @@ type ExistingArgs struct {
 	DriverRoot string `json:"driverRoot"`
 	// Kubeconfig reaches the cluster; it is stored as a secret whether or not it arrives as one.
 	Kubeconfig pulumi.StringInput `json:"-"`
+	// ClusterIdentifier is the cluster's identity when known (the caller reads it), so that a new address or CA in
+	// the kubeconfig updates the provider instead of replacing every object (NewProvider).
+	ClusterIdentifier string `json:"-"`
 	// GPUPools are the GPU node pools the cluster already has, labelled and tainted as ExistingPoolContract says.
 	GPUPools []ExistingPoolSpec `json:"-"`
 }
@@ -117,7 +120,8 @@ func NewExisting(ctx *pulumi.Context, name string, args *ExistingArgs, opts ...p
 		comp.gpuPools = append(comp.gpuPools, contract)
 	}
 	var err error
-	comp.Provider, comp.Kubeconfig, err = registerReached(ctx, "gpu-tenancy:cluster:Existing", "existing", name, comp, args.Kubeconfig, opts)
+	comp.Provider, comp.Kubeconfig, err = registerReached(ctx, "gpu-tenancy:cluster:Existing", "existing", name, comp, args.Kubeconfig,
+		args.ClusterIdentifier, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -127,12 +131,16 @@ func NewExisting(ctx *pulumi.Context, name string, args *ExistingArgs, opts ...p
 // registerReached registers a component for a cluster this stack does not create, reached by a kubeconfig: the
 // component, its kubernetes provider and its kubeconfig output (kept secret).
 func registerReached(ctx *pulumi.Context, typ, what, name string, comp pulumi.ComponentResource, kubeconfig pulumi.StringInput,
-	opts []pulumi.ResourceOption) (*kubernetes.Provider, pulumi.StringOutput, error) {
+	identity string, opts []pulumi.ResourceOption) (*kubernetes.Provider, pulumi.StringOutput, error) {
 	if err := ctx.RegisterComponentResource(typ, name, comp, opts...); err != nil {
 		return nil, pulumi.StringOutput{}, fmt.Errorf("registering %s cluster %q: %w", what, name, err)
 	}
 	secret := pulumi.ToSecret(kubeconfig).(pulumi.StringOutput)
-	provider, err := NewProvider(ctx, name, secret, nil, pulumi.Parent(comp))
+	var clusterIdentifier pulumi.StringPtrInput
+	if identity != "" {
+		clusterIdentifier = pulumi.StringPtr(identity)
+	}
+	provider, err := NewProvider(ctx, name, secret, clusterIdentifier, pulumi.Parent(comp))
 	if err != nil {
 		return nil, pulumi.StringOutput{}, fmt.Errorf("creating kubernetes provider for %s cluster %q: %w", what, name, err)
 	}

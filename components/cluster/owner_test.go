@@ -1,12 +1,12 @@
 package cluster
 
 import (
+	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"testing"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
-	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -46,7 +46,7 @@ func TestOwned(t *testing.T) {
 		assert.Same(t, args, owned(args, owner))
 	})
 	t.Run("a Helm release has no metadata to label", func(t *testing.T) {
-		args := &helmv3.ReleaseArgs{Chart: pulumi.String("x")}
+		args := &helmchart.ReleaseArgs{Chart: pulumi.String("x")}
 		assert.Same(t, args, owned(args, owner))
 	})
 }

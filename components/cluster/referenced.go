@@ -14,6 +14,8 @@ type ReferencedArgs struct {
 	Flavour Flavour
 	// Kubeconfig reaches the cluster: the platform stack's output, or an existing cluster's own.
 	Kubeconfig pulumi.StringInput
+	// ClusterIdentifier is the cluster's identity when known (NewProvider).
+	ClusterIdentifier string
 	// GPUPools are the pools' contracts, as the platform stack's cluster offers them.
 	GPUPools   []GPUPool
 	DriverRoot string
@@ -36,7 +38,8 @@ func NewReferenced(ctx *pulumi.Context, name string, args *ReferencedArgs, opts 
 	}
 	comp := &ReferencedCluster{args: *args}
 	var err error
-	comp.Provider, comp.Kubeconfig, err = registerReached(ctx, "gpu-tenancy:cluster:Referenced", "referenced", name, comp, args.Kubeconfig, opts)
+	comp.Provider, comp.Kubeconfig, err = registerReached(ctx, "gpu-tenancy:cluster:Referenced", "referenced", name, comp, args.Kubeconfig,
+		args.ClusterIdentifier, opts)
 	if err != nil {
 		return nil, err
 	}

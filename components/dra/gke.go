@@ -3,9 +3,9 @@ package dra
 import (
 	"fmt"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
-	yamlv2 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/yaml/v2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
@@ -21,7 +21,7 @@ var criticalPriorityClasses = []string{"system-node-critical", "system-cluster-c
 
 // gkePrerequisites declares the driver installer and the quota that lets critical pods run outside kube-system.
 func gkePrerequisites(ctx *pulumi.Context, name string, cfg *DriverArgs, d *Driver, ns *corev1.Namespace) ([]pulumi.Resource, error) {
-	installer, err := yamlv2.NewConfigFile(ctx, name+"-nvidia-driver-installer", &yamlv2.ConfigFileArgs{
+	installer, err := helmchart.NewConfigFile(ctx, name+"-nvidia-driver-installer", &helmchart.ConfigFileArgs{
 		File: pulumi.String(GKEDriverInstallerURL),
 	}, pulumi.Parent(d))
 	if err != nil {

@@ -1,20 +1,10 @@
-// Package gke builds a zonal GKE cluster for DRA-managed GPUs: the control plane, a small system pool and one node
-// pool per GPU pool, plus the kubernetes provider that reaches it.
+// Package gke describes a zonal GKE cluster for DRA-managed GPUs: its args, their defaults and rules, and what its GPU
+// pools offer. Package gkecluster builds it (the control plane, a small system pool and one node pool per GPU pool,
+// plus the kubernetes provider that reaches it) with the pulumi-gcp SDK, which only a program that imports that
+// package links; this one stays free of it, so that the Platform can decode and check a GKE config anywhere.
 package gke
 
-import (
-	"fmt"
-	"slices"
-
-	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/pulumi/pulumi-gcp/sdk/v8/go/gcp/container"
-	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
-	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
-	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
-)
+import "github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 
 // ClusterArgs describe the cluster; a stack's `gke` block decodes into it and its `gpuPools` into GPUPools.
 type ClusterArgs struct {
@@ -40,17 +30,21 @@ type SystemPoolArgs struct {
 	cluster.NodeBounds
 }
 
-func (s SystemPoolArgs) machineType() string {
+// MachineTypeOrDefault is the pool's machine type, e2-standard-4 when empty; the default lives here so that the
+// cluster and the config's documentation agree.
+func (s SystemPoolArgs) MachineTypeOrDefault() string {
 	if s.MachineType == "" {
 		return "e2-standard-4"
 	}
 	return s.MachineType
 }
 
-func (s SystemPoolArgs) bounds() (int, int) { return s.Or(1, 3) }
+// Bounds are the pool's minimum and maximum node counts, 1 and 3 when unset; validation and the cluster both read
+// them here, so what is checked is what is built.
+func (s SystemPoolArgs) Bounds() (int, int) { return s.Or(1, 3) }
 
-// Config defaults the README documents for a stack's `gke` block; NewCluster itself leaves an unset version and
-// channel to GKE.
+// Config defaults the README documents for a stack's `gke` block; the cluster itself (gkecluster.NewCluster) leaves
+// an unset version and channel to GKE.
 const (
 	DefaultKubernetesVersion = "1.35"
 	DefaultReleaseChannel    = "REGULAR"
@@ -71,255 +65,3 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// Cluster is a GKE cluster with its pools and the kubernetes provider that reaches it.
-type Cluster struct {
-	pulumi.ResourceState
-
-	ControlPlane *container.Cluster
-	SystemPool   *container.NodePool
-	GPUPools     []*container.NodePool
-	Provider     *kubernetes.Provider
-	// Kubeconfig authenticates through gke-gcloud-auth-plugin; it is a secret.
-	Kubeconfig  pulumi.StringOutput
-	ClusterName pulumi.StringOutput
-	Endpoint    pulumi.StringOutput
-
-	pools []cluster.GPUPool
-}
-
-// taintEffects maps Kubernetes taint effects to the GKE API's spelling (pulumi-gcp sdk v8
-// go/gcp/container/pulumiTypes.go NodePoolNodeConfigTaint: NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE).
-var taintEffects = map[string]string{
-	"NoSchedule":       "NO_SCHEDULE",
-	"PreferNoSchedule": "PREFER_NO_SCHEDULE",
-	"NoExecute":        "NO_EXECUTE",
-}
-
-// NewCluster creates the cluster, its pools and its kubernetes provider.
-func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	if args == nil {
-		return nil, fmt.Errorf("GKE cluster %q: args are required", name)
-	}
-	if errs := args.Validate(field.NewPath("gke"), field.NewPath("gpuPools")); len(errs) > 0 {
-		return nil, fmt.Errorf("GKE cluster %q: %w", name, errs.ToAggregate())
-	}
-	comp := &Cluster{}
-	if err := ctx.RegisterComponentResource("gpu-tenancy:gke:Cluster", name, comp, opts...); err != nil {
-		return nil, fmt.Errorf("registering GKE cluster %q: %w", name, err)
-	}
-
-	stack := naming.CostStackValue(ctx.Project(), ctx.Stack())
-	controlPlane, err := container.NewCluster(ctx, name, controlPlaneArgs(args, stack), pulumi.Parent(comp))
-	if err != nil {
-		return nil, fmt.Errorf("creating GKE cluster %q: %w", name, err)
-	}
-	comp.ControlPlane = controlPlane
-	comp.ClusterName = controlPlane.Name
-	comp.Endpoint = controlPlane.Endpoint
-
-	// Autonamed, so a replacement is created before the old pool goes and system workloads always have nodes.
-	sysMin, sysMax := args.SystemPool.bounds()
-	comp.SystemPool, err = container.NewNodePool(ctx, name+"-system", &container.NodePoolArgs{
-		Cluster:          controlPlane.Name,
-		Location:         pulumi.String(args.Zone),
-		Project:          pulumi.String(args.Project),
-		NodeLocations:    pulumi.StringArray{pulumi.String(args.Zone)},
-		InitialNodeCount: pulumi.Int(sysMin),
-		Autoscaling:      autoscaling(sysMin, sysMax),
-		Management:       management(),
-		NodeConfig: &container.NodePoolNodeConfigArgs{
-			MachineType:            pulumi.String(args.SystemPool.machineType()),
-			WorkloadMetadataConfig: gkeMetadata(),
-			ResourceLabels:         pulumi.ToStringMap(naming.CostLabels(stack, naming.CostSystemPool, "")),
-		},
-	}, pulumi.Parent(comp), ignoreNodeCounts())
-	if err != nil {
-		return nil, fmt.Errorf("creating system pool of GKE cluster %q: %w", name, err)
-	}
-
-	pools := []pulumi.Resource{comp.SystemPool}
-	for _, p := range args.GPUPools {
-		contract, _ := PoolContract(p)
-		pool, err := newGPUPool(ctx, name, args, p, contract, stack, controlPlane, comp)
-		if err != nil {
-			return nil, fmt.Errorf("creating GPU pool %q of GKE cluster %q: %w", p.Name, name, err)
-		}
-		comp.GPUPools = append(comp.GPUPools, pool)
-		comp.pools = append(comp.pools, contract)
-		pools = append(pools, pool)
-	}
-
-	comp.Kubeconfig = pulumi.ToSecret(kubeconfig(args, controlPlane)).(pulumi.StringOutput)
-	// The provider waits for the pools: in-cluster workloads need nodes, and the pools' labels must exist before
-	// anything selects on them.
-	comp.Provider, err = cluster.NewProvider(ctx, name, comp.Kubeconfig, controlPlane.ID().ToStringOutput(),
-		pulumi.Parent(comp), pulumi.DependsOn(pools))
-	if err != nil {
-		return nil, fmt.Errorf("creating kubernetes provider for GKE cluster %q: %w", name, err)
-	}
-
-	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
-		"kubeconfig":  comp.Kubeconfig,
-		"clusterName": comp.ClusterName,
-		"endpoint":    comp.Endpoint,
-	}); err != nil {
-		return nil, fmt.Errorf("registering outputs of GKE cluster %q: %w", name, err)
-	}
-	return comp, nil
-}
-
-// Contract returns the cluster contract the in-cluster layer builds on.
-func (c *Cluster) Contract() *cluster.Cluster {
-	return &cluster.Cluster{
-		Flavour:    cluster.GKE,
-		Provider:   c.Provider,
-		Kubeconfig: c.Kubeconfig,
-		GPUPools:   append([]cluster.GPUPool(nil), c.pools...),
-		DriverRoot: DriverRoot,
-		Anchor:     c.ControlPlane,
-		// GKE runs the scheduler and controller-manager itself; that it uses the standard identities is UNCONFIRMED:
-		// a stack adds others with admission.claimStatusWriters.
-		ClaimStatusWriters: slices.Clone(cluster.StandardClaimStatusWriters),
-	}
-}
-
-func controlPlaneArgs(args *ClusterArgs, stack string) *container.ClusterArgs {
-	cp := &container.ClusterArgs{
-		Project: pulumi.String(args.Project),
-		// A zone, not a region: one control plane, and pools default to this zone only.
-		Location:           pulumi.String(args.Zone),
-		DeletionProtection: pulumi.Bool(args.DeletionProtection == nil || *args.DeletionProtection),
-		WorkloadIdentityConfig: &container.ClusterWorkloadIdentityConfigArgs{
-			WorkloadPool: pulumi.String(args.Project + ".svc.id.goog"),
-		},
-		// Pools are separate resources: editing inline pools would replace the cluster (pulumi/pulumi-google-native#730).
-		RemoveDefaultNodePool: pulumi.Bool(true),
-		InitialNodeCount:      pulumi.Int(1),
-		// GKE enforces NetworkPolicy only with Dataplane V2 (or the Calico add-on); without it the tenants' isolation
-		// and metadata-endpoint block would be silently ignored (cloud.google.com/kubernetes-engine/docs/concepts/dataplane-v2).
-		DatapathProvider: pulumi.String("ADVANCED_DATAPATH"),
-		// Managed collection runs the scrapes of ClusterPodMonitoring objects, which the alerts read
-		// (https://cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed); SYSTEM_COMPONENTS is GKE's own
-		// default, stated so the block is complete.
-		MonitoringConfig: &container.ClusterMonitoringConfigArgs{
-			EnableComponents:  pulumi.ToStringArray([]string{"SYSTEM_COMPONENTS"}),
-			ManagedPrometheus: &container.ClusterMonitoringConfigManagedPrometheusArgs{Enabled: pulumi.Bool(true)},
-		},
-		// Cost allocation puts each workload's namespace and Kubernetes labels into the Cloud Billing export, next to
-		// the resource labels (https://cloud.google.com/kubernetes-engine/docs/how-to/cost-allocations).
-		CostManagementConfig: &container.ClusterCostManagementConfigArgs{Enabled: pulumi.Bool(true)},
-		// A Service's externalIPs capture every pod's traffic to those addresses, other tenants' included
-		// (CVE-2020-8554, kubernetes/kubernetes#97076); GKE refuses them with this off. The tenants' admission policy
-		// refuses them too, on every cloud. GKE changes it in place on an existing cluster (ClusterUpdate
-		// desiredServiceExternalIpsConfig: https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/ClusterUpdate).
-		ServiceExternalIpsConfig: &container.ClusterServiceExternalIpsConfigArgs{Enabled: pulumi.Bool(false)},
-		ResourceLabels:           pulumi.ToStringMap(naming.CostLabels(stack, "", "")),
-	}
-	if args.ReleaseChannel != "" {
-		cp.ReleaseChannel = &container.ClusterReleaseChannelArgs{Channel: pulumi.String(args.ReleaseChannel)}
-	}
-	if args.KubernetesVersion != "" {
-		cp.MinMasterVersion = pulumi.String(args.KubernetesVersion)
-	}
-	return cp
-}
-
-func newGPUPool(ctx *pulumi.Context, name string, args *ClusterArgs, p GPUPoolSpec, contract cluster.GPUPool, stack string,
-	controlPlane *container.Cluster, parent pulumi.Resource) (*container.NodePool, error) {
-	effect, ok := taintEffects[contract.Taint.Effect]
-	if !ok {
-		return nil, fmt.Errorf("taint effect %q has no GKE spelling", contract.Taint.Effect)
-	}
-	accelerator := &container.NodePoolNodeConfigGuestAcceleratorArgs{
-		Type:  pulumi.String(p.Accelerator),
-		Count: pulumi.Int(contract.GPUsPerNode),
-		// The DRA driver needs a driver GKE did not install (https://cloud.google.com/kubernetes-engine/docs/how-to/set-up-dra).
-		GpuDriverInstallationConfig: &container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs{
-			GpuDriverVersion: pulumi.String("INSTALLATION_DISABLED"),
-		},
-	}
-	if p.Partition != "" {
-		accelerator.GpuPartitionSize = pulumi.String(p.Partition)
-	}
-	return container.NewNodePool(ctx, name+"-"+p.Name, &container.NodePoolArgs{
-		Name:             pulumi.String(p.Name),
-		Cluster:          controlPlane.Name,
-		Location:         pulumi.String(args.Zone),
-		Project:          pulumi.String(args.Project),
-		NodeLocations:    pulumi.StringArray{pulumi.String(args.Zone)},
-		InitialNodeCount: pulumi.Int(p.Min()),
-		Autoscaling:      autoscaling(p.Min(), p.Max()),
-		Management:       management(),
-		NodeConfig: &container.NodePoolNodeConfigArgs{
-			MachineType: pulumi.String(p.MachineType),
-			// DriverRoot is where the COS driver installer puts the driver.
-			ImageType:              pulumi.String("COS_CONTAINERD"),
-			GuestAccelerators:      container.NodePoolNodeConfigGuestAcceleratorArray{accelerator},
-			Labels:                 pulumi.ToStringMap(contract.Labels),
-			ResourceLabels:         pulumi.ToStringMap(naming.CostLabels(stack, p.Name, contract.Model.Key)),
-			WorkloadMetadataConfig: gkeMetadata(),
-			Taints: container.NodePoolNodeConfigTaintArray{&container.NodePoolNodeConfigTaintArgs{
-				Key:    pulumi.String(contract.Taint.Key),
-				Value:  pulumi.String(contract.Taint.Value),
-				Effect: pulumi.String(effect),
-			}},
-		},
-	}, pulumi.Parent(parent), ignoreNodeCounts(),
-		// The pool's name is fixed and accelerator changes force replacement: the old pool must go first. GPU quota
-		// rarely fits both at once anyway.
-		pulumi.DeleteBeforeReplace(true))
-}
-
-// autoscaling bounds are per zone; the pools have one zone, so they are the pool's bounds.
-func autoscaling(minNodes, maxNodes int) *container.NodePoolAutoscalingArgs {
-	return &container.NodePoolAutoscalingArgs{MinNodeCount: pulumi.Int(minNodes), MaxNodeCount: pulumi.Int(maxNodes)}
-}
-
-func management() *container.NodePoolManagementArgs {
-	return &container.NodePoolManagementArgs{AutoRepair: pulumi.Bool(true), AutoUpgrade: pulumi.Bool(true)}
-}
-
-// gkeMetadata serves pods the Workload Identity metadata server, hiding the node's service account from tenants.
-func gkeMetadata() *container.NodePoolNodeConfigWorkloadMetadataConfigArgs {
-	return &container.NodePoolNodeConfigWorkloadMetadataConfigArgs{Mode: pulumi.String("GKE_METADATA")}
-}
-
-// ignoreNodeCounts leaves the node count to the autoscaler; a changed initial count would otherwise replace the pool
-// (pulumi/pulumi-gcp#412).
-func ignoreNodeCounts() pulumi.ResourceOption {
-	return pulumi.IgnoreChanges([]string{"initialNodeCount", "nodeCount"})
-}
-
-// kubeconfigTemplate authenticates through gke-gcloud-auth-plugin, as kubectl does since GKE 1.26
-// (pulumi/examples gcp-go-gke/main.go).
-const kubeconfigTemplate = `apiVersion: v1
-kind: Config
-clusters:
-- name: %[1]s
-  cluster:
-    server: https://%[2]s
-    certificate-authority-data: %[3]s
-contexts:
-- name: %[1]s
-  context:
-    cluster: %[1]s
-    user: %[1]s
-current-context: %[1]s
-users:
-- name: %[1]s
-  user:
-    exec:
-      apiVersion: client.authentication.k8s.io/v1beta1
-      command: gke-gcloud-auth-plugin
-      installHint: Install gke-gcloud-auth-plugin for use with kubectl by following
-        https://cloud.google.com/blog/products/containers-kubernetes/kubectl-auth-changes-in-gke
-      provideClusterInfo: true
-`
-
-func kubeconfig(args *ClusterArgs, controlPlane *container.Cluster) pulumi.StringOutput {
-	// The context name follows gcloud's gke_<project>_<location>_<cluster>.
-	contextName := pulumi.Sprintf("gke_%s_%s_%s", args.Project, args.Zone, controlPlane.Name)
-	return pulumi.Sprintf(kubeconfigTemplate, contextName, controlPlane.Endpoint,
-		controlPlane.MasterAuth.ClusterCaCertificate().Elem())
-}

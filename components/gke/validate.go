@@ -30,7 +30,7 @@ func Region(zone string) string {
 }
 
 // Validate checks the cluster (at path) and its GPU pools (at poolsPath) against GKE's rules and the accelerator
-// table; it is the single owner of these rules, for the stack config and for NewCluster alike.
+// table; it is the single owner of these rules, for the stack config and for gkecluster.NewCluster alike.
 func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch {
@@ -54,7 +54,7 @@ func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 	if a.ReleaseChannel != "" && !slices.Contains(ReleaseChannels, a.ReleaseChannel) {
 		errs = append(errs, field.NotSupported(path.Child("releaseChannel"), a.ReleaseChannel, ReleaseChannels))
 	}
-	sysMin, sysMax := a.SystemPool.bounds()
+	sysMin, sysMax := a.SystemPool.Bounds()
 	errs = append(errs, cluster.ValidateNodeBounds(path.Child("systemPool"), sysMin, sysMax)...)
 
 	names := make([]string, len(a.GPUPools))

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	helmv4 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v4"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -46,9 +45,9 @@ func Values(v any) (pulumi.Map, error) {
 }
 
 // ReleaseArgs declares a Helm release of this chart. The caller sets Values and waiting behaviour.
-func (c Chart) ReleaseArgs(release, namespace string) *helmv3.ReleaseArgs {
+func (c Chart) ReleaseArgs(release, namespace string) *ReleaseArgs {
 	chart, version, repo := c.location()
-	args := &helmv3.ReleaseArgs{
+	args := &ReleaseArgs{
 		Name:      pulumi.String(release),
 		Namespace: pulumi.String(namespace),
 		Chart:     chart,
@@ -57,7 +56,7 @@ func (c Chart) ReleaseArgs(release, namespace string) *helmv3.ReleaseArgs {
 		MaxHistory: pulumi.Int(5),
 	}
 	if repo != "" {
-		args.RepositoryOpts = &helmv3.RepositoryOptsArgs{Repo: pulumi.String(repo)}
+		args.RepositoryOpts = pulumi.Map{"repo": pulumi.String(repo)}
 	}
 	return args
 }

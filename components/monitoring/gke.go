@@ -1,14 +1,14 @@
 package monitoring
 
 import (
+	"fmt"
 	"regexp"
-	"strconv"
-	"time"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
-	"github.com/pulumi/pulumi-gcp/sdk/v8/go/gcp/monitoring"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Google Cloud Managed Service for Prometheus scrape objects (GoogleCloudPlatform/prometheus-engine
@@ -40,9 +40,17 @@ type clusterPodMonitoringSpec struct {
 }
 
 type scrapeEndpoint struct {
-	Port     intstr.IntOrString `json:"port"`
-	Path     string             `json:"path,omitempty"`
-	Interval string             `json:"interval"`
+	Port             intstr.IntOrString `json:"port"`
+	Path             string             `json:"path,omitempty"`
+	Interval         string             `json:"interval"`
+	MetricRelabeling []relabelingRule   `json:"metricRelabeling,omitempty"`
+}
+
+// relabelingRule is v1.RelabelingRule (pod_types.go): a keep rule here.
+type relabelingRule struct {
+	Action       string   `json:"action"`
+	SourceLabels []string `json:"sourceLabels"`
+	Regex        string   `json:"regex"`
 }
 
 // clusterTargetLabels.Metadata is never omitted: an empty list is meaningful (no pod metadata labels).
@@ -63,62 +71,61 @@ func kubeStateMetricsClusterPodMonitoring() clusterPodMonitoringSpec {
 }
 
 // kubeletPluginClusterPodMonitoring scrapes the DRA kubelet plugin by port number ("Name or number of the port to
-// scrape", common_types.go ScrapeEndpoint.Port), labelling each series with its namespace, pod and node.
-func kubeletPluginClusterPodMonitoring() clusterPodMonitoringSpec {
+// scrape", common_types.go ScrapeEndpoint.Port), labelling each series with its namespace, pod and node. A
+// ClusterPodMonitoring selects the labelled pods of every namespace (it has no namespace selector: pod_types.go
+// ClusterPodMonitoring.endpointScrapeConfig), and a tenant may label its own pods as the plugin's: the samples of pods
+// outside the driver's namespace are dropped by their namespace label before they are stored, so that a tenant's pod
+// neither feeds the plugin's series nor adds to the project's metrics bill. Its pods are still scraped.
+func kubeletPluginClusterPodMonitoring(driverNamespace string) clusterPodMonitoringSpec {
+	onlyDriver := relabelingRule{Action: "keep", SourceLabels: []string{"namespace"}, Regex: regexp.QuoteMeta(driverNamespace)}
 	return clusterPodMonitoringSpec{
-		Selector:     labelSelector{MatchLabels: map[string]string{rules.KubeletPluginComponentLabel: rules.KubeletPluginComponent}},
-		Endpoints:    []scrapeEndpoint{{Port: intstr.FromInt32(kubeletPluginMetricsPort), Path: "/metrics", Interval: scrapeInterval}},
+		Selector: labelSelector{MatchLabels: map[string]string{rules.KubeletPluginComponentLabel: rules.KubeletPluginComponent}},
+		Endpoints: []scrapeEndpoint{{Port: intstr.FromInt32(kubeletPluginMetricsPort), Path: "/metrics", Interval: scrapeInterval,
+			MetricRelabeling: []relabelingRule{onlyDriver}}},
 		TargetLabels: clusterTargetLabels{Metadata: []string{"namespace", "node", "pod"}},
 	}
 }
 
-// gcpSeverities maps alert severities to Cloud Monitoring's (CRITICAL, ERROR, WARNING: pulumi-gcp sdk v8.41.1
-// go/gcp/monitoring/alertPolicy.go Severity); info has no counterpart and leaves the policy's severity unset.
-var gcpSeverities = map[rules.Severity]string{rules.Critical: "CRITICAL", rules.Warning: "WARNING"}
+// alertPolicyType is the type token of Cloud Monitoring alert policies (pulumi-gcp sdk v8.41.1
+// go/gcp/monitoring/alertPolicy.go), by which outliveCluster knows them without linking the SDK.
+const alertPolicyType = "gcp:monitoring/alertPolicy:AlertPolicy"
 
-// labelRef is the one template form rule texts use.
-var labelRef = regexp.MustCompile(`\{\{\s*\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
+// AlertPolicy is one alert rule as a Cloud Monitoring alert policy with a PromQL condition: the project it lives in,
+// its display name, the channels it notifies and its user labels.
+type AlertPolicy struct {
+	Rule                 rules.Rule
+	Project              string
+	DisplayName          string
+	NotificationChannels []string
+	UserLabels           map[string]string
+}
 
-// gcpText turns a rule text's {{ $labels.x }} into Cloud Monitoring's documentation variable ${metric.label.x}
-// (https://cloud.google.com/monitoring/alerts/doc-variables).
-func gcpText(s string) string { return labelRef.ReplaceAllString(s, `$${metric.label.$1}`) }
+// AlertPolicyFunc creates policy as the resource called name, with opts, and returns its name in Cloud Monitoring.
+type AlertPolicyFunc func(ctx *pulumi.Context, name string, policy AlertPolicy, opts ...pulumi.ResourceOption) (pulumi.StringOutput, error)
 
-// gcpDuration writes a protobuf JSON duration, whole seconds ("900s"), as the Monitoring API takes it.
-func gcpDuration(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) + "s" }
+// AlertPoliciesPackage is the package that registers GKE's alert policies.
+const AlertPoliciesPackage = "github.com/gpu-tenancy/gpu-tenancy/components/monitoring/cloudmonitoring"
 
-// alertPolicyArgs renders one rule as a Cloud Monitoring alert policy with a PromQL condition: the same query, hold
-// time and labels as the rule, and its texts as documentation.
-func alertPolicyArgs(r rules.Rule, project, displayPrefix string, channels []string, userLabels map[string]string) *monitoring.AlertPolicyArgs {
-	args := &monitoring.AlertPolicyArgs{
-		Project:     pulumi.String(project),
-		DisplayName: pulumi.String(displayPrefix + r.Name),
-		Combiner:    pulumi.String("OR"),
-		Conditions: monitoring.AlertPolicyConditionArray{monitoring.AlertPolicyConditionArgs{
-			DisplayName: pulumi.String(r.Name),
-			ConditionPrometheusQueryLanguage: &monitoring.AlertPolicyConditionConditionPrometheusQueryLanguageArgs{
-				Query:              pulumi.String(r.Expr),
-				Duration:           pulumi.String(gcpDuration(r.For)),
-				EvaluationInterval: pulumi.String(gcpDuration(rules.EvaluationInterval)),
-				RuleGroup:          pulumi.String(rules.GroupName),
-				AlertRule:          pulumi.String(r.Name),
-				Labels:             pulumi.StringMap{rules.SeverityLabel: pulumi.String(string(r.Severity))},
-				// The first `up` creates the policies in the same run that installs kube-state-metrics, before any of
-				// the metrics exist in the project; with validation on, the Monitoring API would refuse them
-				// ("Whether to disable metric existence validation for this condition",
-				// https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.alertPolicies#PrometheusQueryLanguageCondition).
-				DisableMetricValidation: pulumi.Bool(true),
-			},
-		}},
-		Documentation: &monitoring.AlertPolicyDocumentationArgs{
-			Subject:  pulumi.String(gcpText(r.Summary)),
-			Content:  pulumi.String(gcpText(r.Description) + "\n\nRunbook: " + gcpText(r.Runbook)),
-			MimeType: pulumi.String("text/markdown"),
-		},
-		NotificationChannels: pulumi.ToStringArray(channels),
-		UserLabels:           pulumi.ToStringMap(userLabels),
+// newAlertPolicy creates GKE's alert policies. AlertPoliciesPackage registers it from init, so that only a program
+// that monitors GKE links the pulumi-gcp SDK.
+var newAlertPolicy AlertPolicyFunc
+
+// RegisterAlertPolicies makes monitoring on GKE possible in this program; AlertPoliciesPackage calls it from init. A
+// second registration is a wiring mistake no program could resolve, so it panics.
+func RegisterAlertPolicies(f AlertPolicyFunc) {
+	if newAlertPolicy != nil {
+		panic("monitoring: alert policies are already registered")
 	}
-	if sev, ok := gcpSeverities[r.Severity]; ok {
-		args.Severity = pulumi.String(sev)
-	}
-	return args
+	newAlertPolicy = f
+}
+
+// AlertPoliciesRegistered says whether this program can create GKE's alert policies.
+func AlertPoliciesRegistered() bool { return newAlertPolicy != nil }
+
+// AlertPoliciesNotIncluded is the error, at path, for monitoring on GKE in a program that cannot create its alert
+// policies.
+func AlertPoliciesNotIncluded(path *field.Path) *field.Error {
+	return &field.Error{Type: field.ErrorTypeNotSupported, Field: path.String(), BadValue: string(cluster.GKE),
+		Detail: fmt.Sprintf("this program does not include the alert policies of monitoring on %s: import _ %q",
+			cluster.GKE, AlertPoliciesPackage)}
 }

@@ -3,6 +3,8 @@
 // recording rules of package rules, rendered for the cluster's flavour. On prometheus-operator clusters (Scaleway,
 // existing) they become PrometheusRules and PodMonitors; on GKE, Managed Service for Prometheus ClusterPodMonitorings,
 // one Cloud Monitoring alert policy per alert rule, with the same PromQL, and ClusterRules for the recording rules.
+// The alert policies need the pulumi-gcp SDK: package cloudmonitoring creates them and registers itself here, so a
+// program that never monitors GKE does not link it.
 package monitoring
 
 import (
@@ -18,16 +20,18 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
-	"github.com/pulumi/pulumi-gcp/sdk/v8/go/gcp/monitoring"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
-	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	networkingv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/networking/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
+
+// NoTenantsPolicy is the NetworkPolicy that keeps tenant namespaces from reaching the monitoring namespace.
+const NoTenantsPolicy = "gpu-tenancy-no-tenants"
 
 // DefaultDriverNamespace is where the NVIDIA DRA driver runs unless told otherwise.
 const DefaultDriverNamespace = dra.DefaultNamespace
@@ -61,15 +65,15 @@ type Monitoring struct {
 	// Namespace holds kube-state-metrics.
 	Namespace pulumi.StringOutput
 	// KubeStateMetrics is its Helm release.
-	KubeStateMetrics *helmv3.Release
+	KubeStateMetrics *helmchart.Release
 	// Jobs are the scrape jobs the rules read.
 	Jobs rules.Jobs
 	// Rules are the alert rules as rendered.
 	Rules []rules.Rule
 	// Recordings are the showback recording rules as rendered.
 	Recordings []rules.Recording
-	// AlertPolicies are the Cloud Monitoring policies, one per rule, on GKE only.
-	AlertPolicies []*monitoring.AlertPolicy
+	// AlertPolicies are the names of the Cloud Monitoring policies, one per rule, on GKE only.
+	AlertPolicies []pulumi.StringOutput
 }
 
 var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -135,12 +139,15 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 	errs := cfg.Spec.ValidateFor(path, cfg.Flavour)
 	errs = append(errs, cfg.Prices.Validate(field.NewPath("prices"), cfg.Prices.Classes())...)
 	errs = append(errs, cfg.Validate(path)...)
+	if cfg.Flavour == cluster.GKE && !AlertPoliciesRegistered() {
+		errs = append(errs, AlertPoliciesNotIncluded(path.Child("flavour")))
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("creating monitoring %q: %w", name, errs.ToAggregate())
 	}
 	m := &Monitoring{Jobs: rules.JobsFor(cfg.Scope)}
 	params := cfg.Spec.params(m.Jobs)
-	params.Prices = cfg.Prices
+	params.Prices, params.DriverNamespace = cfg.Prices, cfg.DriverNamespace
 	m.Rules, m.Recordings = rules.Rules(params), rules.Recordings(params)
 	opts = append(opts, pulumi.Transformations([]pulumi.ResourceTransformation{outliveCluster}))
 	if err := ctx.RegisterComponentResource("gpu-tenancy:monitoring:Monitoring", name, m, opts...); err != nil {
@@ -153,13 +160,32 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 	if err != nil {
 		return nil, fmt.Errorf("creating monitoring namespace %q: %w", cfg.Spec.Namespace, err)
 	}
+	// kube-state-metrics serves every namespace's pods, claims and quotas by name, with no authentication: no tenant
+	// namespace may reach it (docs/threat-model.md, "Cloud identity and node services"). Every other namespace may, so
+	// whichever Prometheus the cluster runs still scrapes it.
+	if _, err := networkingv1.NewNetworkPolicy(ctx, name+"-no-tenants", &networkingv1.NetworkPolicyArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(NoTenantsPolicy), Namespace: ns.Metadata.Name().Elem(), Labels: managedLabels(nil)},
+		Spec: &networkingv1.NetworkPolicySpecArgs{
+			PodSelector: &metav1.LabelSelectorArgs{},
+			PolicyTypes: pulumi.ToStringArray([]string{"Ingress"}),
+			Ingress: networkingv1.NetworkPolicyIngressRuleArray{networkingv1.NetworkPolicyIngressRuleArgs{
+				From: networkingv1.NetworkPolicyPeerArray{networkingv1.NetworkPolicyPeerArgs{
+					NamespaceSelector: &metav1.LabelSelectorArgs{MatchExpressions: metav1.LabelSelectorRequirementArray{
+						metav1.LabelSelectorRequirementArgs{Key: pulumi.String(naming.TenantNamespaceLabel), Operator: pulumi.String("DoesNotExist")},
+					}},
+				}},
+			}},
+		},
+	}, pulumi.Parent(m), pulumi.DeletedWith(ns)); err != nil {
+		return nil, fmt.Errorf("creating the monitoring namespace's network policy: %w", err)
+	}
 	vals, err := helmchart.Values(chartValues(rules.KubeStateMetrics(m.Rules, m.Recordings...), cfg.Spec.KubeStateMetrics.ImageTag))
 	if err != nil {
 		return nil, fmt.Errorf("creating kube-state-metrics release: %w", err)
 	}
 	releaseArgs := cfg.Spec.KubeStateMetrics.Chart.ReleaseArgs(KubeStateMetricsRelease, cfg.Spec.Namespace)
 	releaseArgs.Values = vals
-	release, err := helmv3.NewRelease(ctx, name+"-kube-state-metrics", releaseArgs, pulumi.Parent(m), pulumi.DependsOn([]pulumi.Resource{ns}))
+	release, err := helmchart.NewRelease(ctx, name+"-kube-state-metrics", releaseArgs, pulumi.Parent(m), pulumi.DependsOn([]pulumi.Resource{ns}))
 	if err != nil {
 		return nil, fmt.Errorf("creating kube-state-metrics release %q: %w", KubeStateMetricsRelease, err)
 	}
@@ -171,8 +197,8 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 			return nil, err
 		}
 		var names pulumi.StringArray
-		for _, p := range m.AlertPolicies {
-			names = append(names, p.Name)
+		for _, n := range m.AlertPolicies {
+			names = append(names, n)
 		}
 		outputs["alertPolicies"] = names
 	default:
@@ -192,9 +218,10 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 // outliveCluster keeps alert policies from being deleted with the cluster. A transformation of the component runs
 // after those it was given (pulumi sdk v3.274.1 go/pulumi/context.go applyTransformations: own, then the parent's),
 // and the option set it returns replaces theirs, so the DeletedWith that cluster.Cluster.ResourceOptions adds to
-// in-cluster objects is undone for these alone.
+// in-cluster objects is undone for these alone. It knows them by their type token: their Go type is
+// cloudmonitoring's, which this package does not import.
 func outliveCluster(args *pulumi.ResourceTransformationArgs) *pulumi.ResourceTransformationResult {
-	if _, ok := args.Resource.(*monitoring.AlertPolicy); !ok {
+	if args.Type != alertPolicyType {
 		return nil
 	}
 	return &pulumi.ResourceTransformationResult{Props: args.Props, Opts: append(args.Opts, pulumi.DeletedWith(nil))}
@@ -273,7 +300,7 @@ func (m *Monitoring) renderGKE(ctx *pulumi.Context, name string, cfg *Monitoring
 		{name + "-kube-state-metrics", gmpAPIVersion, clusterPodMonitoringKind, m.Jobs.KubeStateMetrics, nil, nil,
 			kubeStateMetricsClusterPodMonitoring()},
 		{name + "-dra-kubelet-plugin", gmpAPIVersion, clusterPodMonitoringKind, m.Jobs.KubeletPlugin, nil, nil,
-			kubeletPluginClusterPodMonitoring()},
+			kubeletPluginClusterPodMonitoring(cfg.DriverNamespace)},
 		{name + "-showback", gmpAPIVersion, clusterRulesKind, ShowbackRulesName, nil, nil,
 			clusterRulesSpec{Groups: rules.ShowbackGroups(m.Recordings)}},
 	} {
@@ -284,8 +311,9 @@ func (m *Monitoring) renderGKE(ctx *pulumi.Context, name string, cfg *Monitoring
 	prefix := "gpu-tenancy " + cfg.Scope + ": "
 	userLabels := map[string]string{"managed-by": naming.ManagedBy, "gpu-tenancy-scope": cfg.Scope}
 	for _, r := range m.Rules {
-		policy, err := monitoring.NewAlertPolicy(ctx, name+"-"+kebab(r.Name),
-			alertPolicyArgs(r, cfg.Project, prefix, cfg.Spec.GKE.NotificationChannels, userLabels), pulumi.Parent(m))
+		policy, err := newAlertPolicy(ctx, name+"-"+kebab(r.Name), AlertPolicy{Rule: r, Project: cfg.Project,
+			DisplayName: prefix + r.Name, NotificationChannels: cfg.Spec.GKE.NotificationChannels, UserLabels: userLabels},
+			pulumi.Parent(m))
 		if err != nil {
 			return fmt.Errorf("creating alert policy %q: %w", r.Name, err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
@@ -23,7 +24,6 @@ const (
 	prometheusRuleType = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
 	clusterPodMonType  = "kubernetes:monitoring.googleapis.com/v1:ClusterPodMonitoring"
 	clusterRulesType   = "kubernetes:monitoring.googleapis.com/v1:ClusterRules"
-	alertPolicyType    = "gcp:monitoring/alertPolicy:AlertPolicy"
 	providerType       = "pulumi:providers:kubernetes"
 )
 
@@ -104,6 +104,23 @@ func TestRegistrationsPerFlavour(t *testing.T) {
 			for typ, n := range tc.want {
 				assert.Lenf(t, rec.ByType(typ), n, "%s", typ)
 			}
+		})
+	}
+}
+
+// On every flavour, no tenant namespace reaches the monitoring namespace (kube-state-metrics), and every other one
+// does, so the cluster's Prometheus still scrapes it.
+func TestTenantNamespacesCannotReachKubeStateMetrics(t *testing.T) {
+	for name, args := range map[string]MonitoringArgs{"prometheus-operator": scalewayArgs, "GKE": gkeArgs} {
+		t.Run(name, func(t *testing.T) {
+			rec := run(t, args, false)
+			policies := rec.ByType("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+			require.Len(t, policies, 1)
+			spec := specOf(t, policies[0])
+			assert.Equal(t, map[string]any{}, spec["podSelector"], "every pod of the namespace")
+			assert.Equal(t, []any{"Ingress"}, spec["policyTypes"])
+			assert.Equal(t, []any{map[string]any{"key": naming.TenantNamespaceLabel, "operator": "DoesNotExist"}},
+				at(t, spec, "ingress", 0, "from", 0, "namespaceSelector", "matchExpressions"))
 		})
 	}
 }
@@ -236,6 +253,8 @@ func TestClusterPodMonitorings(t *testing.T) {
 		{"plugin job is the object's name", plugin.Inputs["metadata"].ObjectValue()["name"].StringValue(), "gpu-tenancy-gke-dev-dra-kubelet-plugin"},
 		{"plugin is scraped by port number", at(t, pluginSpec, "endpoints", 0, "port"), 8080.0},
 		{"plugin series carry namespace, node and pod", at(t, pluginSpec, "targetLabels", "metadata"), []any{"namespace", "node", "pod"}},
+		{"plugin series are kept from the driver's namespace only", at(t, pluginSpec, "endpoints", 0, "metricRelabeling"),
+			[]any{map[string]any{"action": "keep", "sourceLabels": []any{"namespace"}, "regex": DefaultDriverNamespace}}},
 		{"scrapes run as often as rules", at(t, pluginSpec, "endpoints", 0, "interval"), "30s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, tc.got) })
@@ -334,6 +353,15 @@ func TestRenderedRulesFollowSpec(t *testing.T) {
 	assert.Equal(t, "1h", holds[rules.TenantQuotaExhausted])
 }
 
+func TestRulesTakeThePluginFromTheDriverNamespace(t *testing.T) {
+	args := scalewayArgs
+	args.DriverNamespace = "nvidia-dra"
+	exprs := operatorExprs(t, run(t, args, false))
+	for _, rule := range []string{rules.KubeletPluginPrepareErr, rules.KubeletPluginNotRunning} {
+		t.Run(rule, func(t *testing.T) { assert.Contains(t, exprs[rule], `namespace="nvidia-dra"`) })
+	}
+}
+
 func TestPrometheusRuleIsTheRuleGroups(t *testing.T) {
 	rec := run(t, scalewayArgs, false)
 	want, err := untyped(prometheusRuleSpec{Groups: rules.Groups(rules.Rules(rules.Params{Jobs: rules.JobsFor("gke-dev")}))})
@@ -378,16 +406,6 @@ func TestKebab(t *testing.T) {
 	}
 }
 
-func TestGCPText(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"tenant {{ $labels.tenant }}", "tenant ${metric.label.tenant}"},
-		{"{{$labels.class}} of {{  $labels.namespace  }}", "${metric.label.class} of ${metric.label.namespace}"},
-		{"no labels", "no labels"},
-	} {
-		t.Run(tc.in, func(t *testing.T) { assert.Equal(t, tc.want, gcpText(tc.in)) })
-	}
-}
-
 func TestNewMonitoringRejectsInvalidArgs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -413,6 +431,21 @@ func TestNewMonitoringRejectsInvalidArgs(t *testing.T) {
 			assert.Empty(t, rec.All(), "nothing is registered for invalid args")
 		})
 	}
+}
+
+func TestGKEWithoutAlertPoliciesRegistersNothing(t *testing.T) {
+	registered := newAlertPolicy
+	newAlertPolicy = nil
+	t.Cleanup(func() { newAlertPolicy = registered })
+	args := gkeArgs
+	rec := &mocktest.Recorder{}
+	err := mocktest.Run("gke-dev", func(ctx *pulumi.Context) error {
+		_, err := NewMonitoring(ctx, "monitoring", &args)
+		return err
+	}, rec)
+	require.ErrorContains(t, err, `monitoring.flavour: Unsupported value: "gke": this program does not include the alert `+
+		`policies of monitoring on gke: import _ "github.com/gpu-tenancy/gpu-tenancy/components/monitoring/cloudmonitoring"`)
+	assert.Empty(t, rec.All(), "nothing is registered")
 }
 
 var prices = rules.Prices{Currency: "EUR", PerDeviceHour: map[string]float64{"gpu-whole": 2.93, "gpu-slice": 0.42}}

@@ -55,12 +55,26 @@ const (
 	ContainerDefaults = "container-defaults"
 )
 
-// EntitlementPolicyPrefix prefixes each tenant's entitlement policy and its binding (see EntitlementPolicy).
-const EntitlementPolicyPrefix = "gpu-tenancy-device-entitlements-"
+// EntitlementPolicy names the ValidatingAdmissionPolicy, and its binding, that lets each tenant's namespace claim only
+// the classes granted to it: one for every tenant, reading the grants from the namespace's ClassGrantLabel labels.
+const EntitlementPolicy = "gpu-tenancy-device-entitlements"
 
-// EntitlementPolicy names the ValidatingAdmissionPolicy, and its binding, that lets a tenant's namespace claim only
-// the classes granted to it.
-func EntitlementPolicy(tenant string) string { return EntitlementPolicyPrefix + tenant }
+// LegacyEntitlementPolicyPrefix prefixed the per-tenant entitlement policies of earlier versions
+// (gpu-tenancy-device-entitlements-<tenant>); an upgrade removes them once the namespace carries its grants.
+const LegacyEntitlementPolicyPrefix = EntitlementPolicy + "-"
+
+// ClassGrantLabelPrefix prefixes the grant labels on a tenant's host namespace (see ClassGrantLabel).
+const ClassGrantLabelPrefix = "class.gpu-tenancy.io/"
+
+// ClassGrantLabel is the label a tenant's host namespace carries, with value "true", for each class granted to the
+// tenant: the mirror of ClassTenantLabel on the DeviceClass. The entitlement policy reads it; a tenant's identities
+// cannot write namespaces.
+func ClassGrantLabel(class string) string { return ClassGrantLabelPrefix + class }
+
+// GrantsLabel marks, with value "true", a tenant host namespace whose grants are its ClassGrantLabel labels: the
+// entitlement policy's binding selects namespaces by it, so a namespace of an earlier version stays under its
+// per-tenant policy until the update that labels it also removes that policy.
+const GrantsLabel = "gpu-tenancy.io/grants-labelled"
 
 // TenantFlowSchemaPrefix prefixes each tenant's FlowSchema (see TenantFlowSchema).
 const TenantFlowSchemaPrefix = "gpu-tenancy-tenant-"
@@ -121,3 +135,27 @@ type ObjectRef struct {
 }
 
 func (r ObjectRef) String() string { return r.Kind + "/" + r.Name }
+
+// EnvironmentLockNamespace holds the Lease that locks an environment while gpu-tenancy-env runs an operation on it.
+const EnvironmentLockNamespace = "kube-system"
+
+// EnvironmentLock names the Lease that locks the environment env (its platform stack's name) on its cluster. A Lease
+// name is a DNS subdomain: a stack name's capitals and underscores are lowered and replaced.
+func EnvironmentLock(env string) string {
+	out := []rune("gpu-tenancy-environment-")
+	for _, r := range env {
+		switch {
+		case r >= 'A' && r <= 'Z':
+			out = append(out, r+'a'-'A')
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '.':
+			out = append(out, r)
+		default:
+			out = append(out, '-')
+		}
+	}
+	return string(out)
+}
+
+// EnvironmentLockMove starts the holder of an environment's Lease while it moves tenants between stacks: a stack's
+// program refuses to run then.
+const EnvironmentLockMove = "move "

@@ -141,6 +141,9 @@ type PlatformArgs struct {
 	TenantGroups int
 	// part is what this stack of the environment builds; NewPlatform takes it from the stack's name (PartOf).
 	part Part
+	// live are the groups whose stacks hold tenants' namespaces on the cluster (LiveGroups), which place the tenants
+	// whose config records no group.
+	live map[string]int
 
 	// BaseDir is where relative paths of the args (local charts, the existing cluster's kubeconfig file) are taken
 	// from; empty takes the program's root directory.
@@ -150,10 +153,14 @@ type PlatformArgs struct {
 	Keys Keys
 }
 
-// TenantArgs are one entry of the tenants key: the tenant's host-side settings and the size of its vCluster.
+// TenantArgs are one entry of the tenants key: the tenant's host-side settings, the size of its vCluster, and in an
+// environment with tenant groups the group whose stack holds it.
 type TenantArgs struct {
 	tenancy.TenantArgs
 	VCluster vcluster.ControlPlane `json:"vcluster"`
+	// Group records the tenant group whose stack holds the tenant (tenantGroups); unset, the tenant stays where its
+	// namespace is, and a new tenant goes where TenantGroup hashes it.
+	Group *int `json:"group"`
 }
 
 // DRADriverArgs are the draDriver key.

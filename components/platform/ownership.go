@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // OwnershipArgs are the ownership key.
@@ -143,36 +141,6 @@ func checkOwnership(ctx context.Context, client metadata.Interface, owner string
 type ownershipError struct{ msg string }
 
 func (e *ownershipError) Error() string { return e.msg }
-
-// checkExistingCluster runs checkOwnership against an existing cluster. A kubeconfig that reaches no cluster (as in
-// the offline plans) is reported as a warning: the program cannot create anything there either.
-func checkExistingCluster(ctx context.Context, cfg *PlatformArgs, kubeconfig, owner string, warn func(string)) error {
-	rest, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
-	if err == nil {
-		rest.Timeout = 15 * time.Second
-	}
-	var client metadata.Interface
-	if err == nil {
-		client, err = metadata.NewForConfig(rest)
-	}
-	if err != nil {
-		warn(fmt.Sprintf("not checking who owns the cluster's objects: %v", err))
-		return nil
-	}
-	return checkReachable(ctx, client, owner, plannedObjects(cfg), cfg.Ownership.Adopt, cfg.Keys.Path(keyOwnership).Child("adopt"), warn)
-}
-
-// checkReachable is checkOwnership where a cluster that does not answer is a warning, and every refusal an error.
-func checkReachable(ctx context.Context, client metadata.Interface, owner string, refs []naming.ObjectRef, adopt []string,
-	adoptKey *field.Path, warn func(string)) error {
-	err := checkOwnership(ctx, client, owner, refs, adopt, adoptKey)
-	var refused *ownershipError
-	if err != nil && !errors.As(err, &refused) && isUnreachable(err) {
-		warn(fmt.Sprintf("not checking who owns the cluster's objects: %v", err))
-		return nil
-	}
-	return err
-}
 
 // isUnreachable tells a cluster that does not answer (no HTTP status at all) from one that answers with an error.
 func isUnreachable(err error) bool {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -224,26 +225,28 @@ func fmtLabel(v resource.PropertyValue) string {
 	return v.String()
 }
 
-func TestARefusalIsNeverMistakenForAnUnreachableCluster(t *testing.T) {
-	scheme := metadatafake.NewTestScheme()
-	require.NoError(t, metav1.AddMetaToScheme(scheme))
-	client := metadatafake.NewSimpleMetadataClient(scheme,
-		existingObject(naming.KindDeviceClass, "gpu-whole", map[string]string{naming.StackLabel: "gpu-tenancy.staging"}))
-	var warnings []string
-	err := checkReachable(context.Background(), client, "gpu-tenancy.prod",
-		[]naming.ObjectRef{{Kind: naming.KindDeviceClass, Name: "gpu-whole"}}, nil, ConfigKeys.Path(keyOwnership).Child("adopt"), func(w string) { warnings = append(warnings, w) })
-	require.ErrorContains(t, err, "belongs to stack gpu-tenancy.staging")
-	assert.Empty(t, warnings)
-}
-
 func TestAClusterThatDoesNotAnswerIsAWarning(t *testing.T) {
 	var warnings []string
 	cfg := &PlatformArgs{GPUClasses: nil}
-	err := checkExistingCluster(context.Background(), cfg,
+	identity, err := cfg.checkLive(context.Background(), stackInfo{project: "gpu-tenancy", stack: "prod"},
 		"apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"+
 			"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n",
-		"gpu-tenancy.prod", func(w string) { warnings = append(warnings, w) })
+		"gpu-tenancy.prod", "", func(w string) { warnings = append(warnings, w) })
 	require.NoError(t, err)
+	assert.Empty(t, identity)
 	require.Len(t, warnings, 1)
-	assert.Contains(t, warnings[0], "not checking who owns the cluster's objects")
+	assert.Contains(t, warnings[0], "not checking the cluster")
+}
+
+// A cluster that answers with a refusal is never taken for one that does not answer.
+func TestARefusalIsNeverMistakenForAnUnreachableCluster(t *testing.T) {
+	f := newFakeCluster(t)
+	f.lists["/apis/resource.k8s.io/v1/deviceclasses"] = []map[string]any{{"metadata": map[string]any{"name": "gpu-whole",
+		"labels": map[string]any{naming.StackLabel: "gpu-tenancy.staging"}}}}
+	cfg := &PlatformArgs{GPUClasses: []tenancy.GPUClass{{Name: "gpu-whole"}}}
+	var warnings []string
+	_, err := cfg.checkLive(context.Background(), stackInfo{project: "gpu-tenancy", stack: "prod"}, f.kubeconfig(), "gpu-tenancy.prod", "",
+		func(w string) { warnings = append(warnings, w) })
+	require.ErrorContains(t, err, "DeviceClass gpu-whole exists and belongs to stack gpu-tenancy.staging")
+	assert.Empty(t, warnings)
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -34,9 +35,10 @@ func (p Part) Group() (int, bool) {
 	return i, err == nil && i >= 0 && strconv.Itoa(i) == rest
 }
 
-// TenantGroup is the group of a tenant among groups: a hash of its name, so that a tenant stays in its group
-// whatever other tenants come and go. Changing the number of groups moves tenants; the ownership check then
-// refuses, before anything is changed, to let a stack take over another stack's tenant.
+// TenantGroup is the group a hash of the tenant's name places it in among groups. It places new tenants only: a
+// tenant's group is the one its config records (tenants[].group), else the one whose stack holds its namespace on
+// the cluster (LiveGroups), and only a tenant in neither is hashed (PlatformArgs.GroupOf). So a change of the number of
+// groups moves no tenant; a tenant moves only by `gpu-tenancy-env move` (docs/architecture.md, "Scale").
 func TenantGroup(tenant string, groups int) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(tenant))
@@ -77,6 +79,19 @@ func EnvironmentStacks(stack string, sc StackConfig) ([]string, error) {
 	return stacks, nil
 }
 
+// GroupOf is the tenant group of a tenant of an environment with tenant groups: its recorded group, else the group
+// whose stack holds its namespace (live, from LiveGroups), else its hash. A live group past the number of groups is
+// not a placement: validation refuses the tenant's group instead (validateParts).
+func (c *PlatformArgs) GroupOf(t TenantArgs) int {
+	if t.Group != nil {
+		return *t.Group
+	}
+	if g, ok := c.live[t.Name]; ok {
+		return g
+	}
+	return TenantGroup(t.Name, c.TenantGroups)
+}
+
 // builds says what the args' part builds: the platform's shared parts, and which tenants.
 func (c *PlatformArgs) builds() (platform bool, tenants []TenantArgs) {
 	group, isGroup := c.part.Group()
@@ -87,35 +102,66 @@ func (c *PlatformArgs) builds() (platform bool, tenants []TenantArgs) {
 		return true, c.Tenants
 	}
 	for _, t := range c.Tenants {
-		if TenantGroup(t.Name, c.TenantGroups) == group {
+		if c.GroupOf(t) == group {
 			tenants = append(tenants, t)
 		}
 	}
 	return false, tenants
 }
 
-// validateParts checks the number of groups and that a group stack's group is one of the environment's.
+// WithLiveGroups returns the args with the groups whose stacks hold tenants' namespaces on the cluster (LiveGroups),
+// which place tenants whose config records no group.
+func (c PlatformArgs) WithLiveGroups(live map[string]int) PlatformArgs {
+	c.live = live
+	return c
+}
+
+// LiveGroups reads, from the owner labels of the tenants' namespaces (naming.StackLabel), which group of the
+// environment env of project holds each tenant: a namespace owned by stack <env>.tenants-<i> is group i's.
+// Namespaces of other stacks, and of no stack, place nothing.
+func LiveGroups(owners map[string]string, project, env string) map[string]int {
+	live := map[string]int{}
+	prefix := naming.StackOwner(project, env) + "."
+	for tenant, owner := range owners {
+		part, ok := strings.CutPrefix(owner, prefix)
+		if !ok {
+			continue
+		}
+		if g, ok := Part(part).Group(); ok {
+			live[tenant] = g
+		}
+	}
+	return live
+}
+
+// validateParts checks the number of groups, each tenant's group, and that a group stack's group is one of the
+// environment's.
 func validateParts(c *PlatformArgs, path func(string) *field.Path) field.ErrorList {
 	if c.TenantGroups < 0 {
 		return field.ErrorList{field.Invalid(path(keyTenantGroups), c.TenantGroups, "must be 0 (one stack) or more")}
 	}
+	var errs field.ErrorList
+	for i, t := range c.Tenants {
+		gp := path(keyTenants).Index(i).Child("group")
+		switch {
+		case t.Group != nil && c.TenantGroups == 0:
+			errs = append(errs, field.Forbidden(gp, fmt.Sprintf("places a tenant in a tenant group: set %s too", path(keyTenantGroups))))
+		case t.Group != nil && (*t.Group < 0 || *t.Group >= c.TenantGroups):
+			errs = append(errs, field.Invalid(gp, *t.Group, fmt.Sprintf("must be a group of the %d groups (0 to %d) of %s: to lower %s, "+
+				"move the tenant to a lower group first (gpu-tenancy-env move <environment> %s -to <group>)",
+				c.TenantGroups, c.TenantGroups-1, path(keyTenantGroups), path(keyTenantGroups), t.Name)))
+		case t.Group == nil && c.TenantGroups > 0:
+			if g, ok := c.live[t.Name]; ok && g >= c.TenantGroups {
+				errs = append(errs, field.Invalid(path(keyTenantGroups), c.TenantGroups, fmt.Sprintf(
+					"tenant %s lives in group %d (the stack of its namespace), which %d groups leave out: move it to a lower "+
+						"group first (gpu-tenancy-env move <environment> %s -to <group>)", t.Name, g, c.TenantGroups, t.Name)))
+			}
+		}
+	}
 	if group, ok := c.part.Group(); ok && group >= c.TenantGroups {
-		return field.ErrorList{field.Invalid(path(keyTenantGroups), c.TenantGroups, fmt.Sprintf(
+		errs = append(errs, field.Invalid(path(keyTenantGroups), c.TenantGroups, fmt.Sprintf(
 			"this stack is named for tenant group %d (%s), which an environment of %d groups does not have: "+
-				"destroy the stack, or raise the number of groups", group, c.part, c.TenantGroups))}
+				"move its tenants to other groups, then destroy it (gpu-tenancy-env up removes an empty one)", group, c.part, c.TenantGroups)))
 	}
-	return nil
-}
-
-// TenantsOf names the tenants the stack of the environment builds: its group's in an environment of tenant groups,
-// none on the platform stack, every tenant without groups.
-func (c *PlatformArgs) TenantsOf(stack string) []string {
-	a := *c
-	a.part = PartOf(stack, c.TenantGroups)
-	_, tenants := a.builds()
-	names := make([]string, len(tenants))
-	for i, t := range tenants {
-		names[i] = t.Name
-	}
-	return names
+	return errs
 }

@@ -1,16 +1,9 @@
 package platform
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
-	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -129,43 +122,4 @@ func TestEnvironmentStacksAreNamedAfterTheEnvironment(t *testing.T) {
 	assert.Equal(t, []string{"dev"}, stacks)
 	_, err = EnvironmentStacks("dev", StackConfig{Values: map[string]string{"gpu-tenancy:tenantGroups": "two"}})
 	assert.ErrorContains(t, err, `gpu-tenancy:tenantGroups: "two" is not 0 (one stack) or more`)
-}
-
-// On a cloud cluster a group's stack checks the owners once the platform stack's kubeconfig resolves, and its
-// objects' provider waits for the check: a group that would take over another group's tenant creates nothing.
-func TestAGroupOnACloudClusterCannotTakeOverAnotherGroupsTenant(t *testing.T) {
-	// With two groups, legal-ai and research-ai are both in group 1; legal-ai's namespace is group 0's.
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		items := []any{}
-		if r.URL.Path == "/api/v1/namespaces" {
-			items = append(items, map[string]any{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-				"metadata": map[string]any{"name": "vcluster-legal-ai", "labels": map[string]string{naming.StackLabel: "gpu-tenancy.scw-dev.tenants-0"}}})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
-			"metadata": map[string]any{}, "items": items})
-	}))
-	defer api.Close()
-	kubeconfig := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + api.URL +
-		"\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n"
-	rec := &mocktest.Recorder{Outputs: mocktest.ComputedOutputs()}
-	rec.Outputs["pulumi:pulumi:StackReference"] = func(in resource.PropertyMap) resource.PropertyMap {
-		return resource.PropertyMap{"name": in["name"], "outputs": resource.NewObjectProperty(resource.PropertyMap{
-			"kubeconfig": resource.MakeSecret(resource.NewStringProperty(kubeconfig))})}
-	}
-	_, err := runStackWith(t, rec, "scw-dev.tenants-1", "scw-dev", map[string]string{"gpu-tenancy:tenantGroups": "2"})
-	require.ErrorContains(t, err, "Namespace vcluster-legal-ai exists and belongs to stack gpu-tenancy.scw-dev.tenants-0")
-	for _, r := range rec.All() {
-		assert.False(t, strings.HasPrefix(r.Type, "kubernetes:"), "%s %s registered before the check passed", r.Type, r.Name)
-	}
-
-	// Owned by the group itself, the same objects are built.
-	rec = &mocktest.Recorder{Outputs: mocktest.ComputedOutputs()}
-	rec.Outputs["pulumi:pulumi:StackReference"] = func(in resource.PropertyMap) resource.PropertyMap {
-		return resource.PropertyMap{"name": in["name"], "outputs": resource.NewObjectProperty(resource.PropertyMap{
-			"kubeconfig": resource.MakeSecret(resource.NewStringProperty(strings.Replace(kubeconfig, api.URL, "https://127.0.0.1:1", 1)))})}
-	}
-	_, err = runStackWith(t, rec, "scw-dev.tenants-1", "scw-dev", map[string]string{"gpu-tenancy:tenantGroups": "2"})
-	require.NoError(t, err, "a cluster that does not answer is a warning, as for an existing cluster")
-	assert.NotZero(t, count(rec, "kubernetes:core/v1:Namespace"))
 }

@@ -25,6 +25,10 @@ import (
 // Type is the component's type token; a component provider serves it under the same name.
 const Type = "gpu-tenancy:index:Platform"
 
+// CatalogName names the GPU catalog in the program; its DeviceClasses are <CatalogName>-<class>
+// (tenancy.NewCatalog).
+const CatalogName = "gpu-catalog"
+
 // Platform is the whole platform on one cluster. Its outputs are what the gpu-tenancy program exports.
 type Platform struct {
 	pulumi.ResourceState
@@ -38,12 +42,13 @@ type Platform struct {
 	Flavour pulumi.StringOutput `pulumi:"flavour"`
 }
 
-// NewPlatform validates the complete args, defaults applied, with every component's rules, then checks that an
-// existing cluster holds no object of another owner, and registers nothing unless both pass. Then it builds, in order,
-// the cluster, the DRA driver, vCluster Platform, the GPU catalog, monitoring and, in parallel, the tenants: each step
-// takes what the previous one returned, and tenants depend on the catalog and the platform, never on each other. In
-// an environment split into tenant groups, the platform part builds all but the tenants, and a tenants part only its
-// group's tenants, on the cluster the platform part manages (parts.go).
+// NewPlatform validates the complete args, defaults applied, with every component's rules and against the clouds this
+// program includes (validateIncluded), then checks that an existing cluster holds no object of another owner, and
+// registers nothing unless both pass. Then it builds, in order, the cluster, the DRA driver, vCluster Platform, the
+// GPU catalog, monitoring and, in parallel, the tenants: each step takes what the previous one returned, and tenants
+// depend on the catalog and the platform, never on each other. In an environment split into tenant groups, the
+// platform part builds all but the tenants, and a tenants part only its group's tenants, on the cluster the platform
+// part manages (parts.go).
 func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...pulumi.ResourceOption) (*Platform, error) {
 	if args == nil {
 		return nil, errors.New("creating the GPU tenancy platform: args are required")
@@ -56,7 +61,8 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	a.part = PartOf(ctx.Stack(), a.TenantGroups)
 	// Paths are resolved first, so that what is validated is what is built.
 	errs := a.resolvePaths(baseDir)
-	if errs = append(errs, a.Validate()...); len(errs) > 0 {
+	errs = append(errs, a.Validate()...)
+	if errs = append(errs, validateIncluded(&a, a.Keys.Path)...); len(errs) > 0 {
 		return nil, &ArgsError{Keys: a.Keys, Errs: errs}
 	}
 	if first, dup := constructed.LoadOrStore(ctx, name); dup {
@@ -69,14 +75,19 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 		return nil, err
 	}
 	platformStack := a.platformStack(ctx.Stack())
-	buildsPlatform, tenants := a.builds()
-	var kubeconfig string
+	warn := func(msg string) { _ = ctx.Log.Warn(msg, nil) }
+	for _, w := range a.exposures() {
+		warn(w)
+	}
+	st := stackInfo{project: ctx.Project(), stack: ctx.Stack(), dryRun: ctx.DryRun()}
+	// An existing cluster is read before anything is registered; a group stack of a cloud cluster learns the
+	// kubeconfig from the platform stack's outputs, through a stack reference it registers first.
+	var kubeconfig, identity string
 	if a.Cloud == cluster.Existing {
 		if kubeconfig, err = a.existingKubeconfig(); err != nil {
 			return nil, err
 		}
-		warn := func(msg string) { _ = ctx.Log.Warn(msg, nil) }
-		if err := checkExistingCluster(ctx.Context(), &a, kubeconfig, owner, warn); err != nil {
+		if identity, err = a.checkLive(ctx.Context(), st, kubeconfig, owner, platformStack, warn); err != nil {
 			return nil, err
 		}
 	}
@@ -88,11 +99,23 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	// Every child keeps the URN it had when the program registered it at the top level, before this component
 	// existed; the engine gives the children's own children the same alias.
 	top := []pulumi.ResourceOption{pulumi.Parent(p), pulumi.Aliases([]pulumi.Alias{{NoParent: pulumi.Bool(true)}})}
+	var referenced pulumi.StringInput
+	if a.Cloud != cluster.Existing && platformStack != "" {
+		if referenced, kubeconfig, err = a.platformKubeconfig(ctx, platformStack, top); err != nil {
+			return nil, err
+		}
+		if kubeconfig != "" {
+			if identity, err = a.checkLive(ctx.Context(), st, kubeconfig, owner, platformStack, warn); err != nil {
+				return nil, err
+			}
+		}
+	}
+	buildsPlatform, tenants := a.builds()
 	var cl *cluster.Cluster
 	if buildsPlatform {
-		cl, err = a.newCluster(ctx, kubeconfig, top)
+		cl, err = a.newCluster(ctx, kubeconfig, identity, top)
 	} else {
-		cl, err = a.referencedCluster(ctx, kubeconfig, platformStack, owner, top)
+		cl, err = a.referencedCluster(ctx, kubeconfig, referenced, identity, top)
 	}
 	if err != nil {
 		return nil, err
@@ -149,9 +172,13 @@ func (c *PlatformArgs) newShared(ctx *pulumi.Context, cl *cluster.Cluster, inClu
 		}
 		afterPlatform = append(afterPlatform, platform)
 	}
-	catalog, err := tenancy.NewCatalog(ctx, "gpu-catalog", &tenancy.CatalogArgs{
+	// The guards and classes are protected while the config has tenants (and with them every object of the catalog:
+	// children inherit protect), so that a destroy of this stack through the pulumi CLI fails instead of leaving
+	// tenants without their guards or classes; gpu-tenancy-env destroy takes the tenants down first, and lifts the
+	// protection of a class the config drops.
+	catalog, err := tenancy.NewCatalog(ctx, CatalogName, &tenancy.CatalogArgs{
 		Classes: c.GPUClasses, Grants: c.Grants(), Admission: c.admissionArgs(cl.ClaimStatusWriters, cl.GPUTaints()),
-	}, append(inCluster, pulumi.DependsOn(afterDriver))...)
+	}, append(inCluster, pulumi.DependsOn(afterDriver), pulumi.Protect(len(c.Tenants) > 0))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the GPU catalog: %w", err)
 	}
@@ -192,31 +219,109 @@ func (c *PlatformArgs) platformStack(stack string) string {
 	return strings.TrimSuffix(stack, "."+string(c.part))
 }
 
-// referencedCluster is the cluster of a tenants part: an existing cluster's own kubeconfig, already checked for
-// owners, or the kubeconfig the platform stack exports for the cloud cluster it manages. That one is known only once
-// the stack reference resolves, so the owners are checked there, and the provider every object of the stack uses
-// takes the kubeconfig only once the check passed: a group's stack cannot take over another's tenant on a cloud
-// cluster either, where the ownership check of a one-stack environment has nothing to meet.
-func (c *PlatformArgs) referencedCluster(ctx *pulumi.Context, kubeconfig, platformStack, owner string, opts []pulumi.ResourceOption) (*cluster.Cluster, error) {
-	var input pulumi.StringInput = pulumi.String(kubeconfig)
-	if c.Cloud != cluster.Existing {
-		ref, err := pulumi.NewStackReference(ctx, "platform-stack", &pulumi.StackReferenceArgs{
-			Name: pulumi.String(fmt.Sprintf("%s/%s/%s", ctx.Organization(), ctx.Project(), platformStack)),
-		}, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("reading the outputs of the platform stack %s: %w", platformStack, err)
+// platformKubeconfig reads the kubeconfig the platform stack of a group stack exports for the cloud cluster it
+// manages, through a stack reference. The value is read at once, so the cluster is checked before anything of this
+// stack is registered on it; while the platform stack has not exported one yet (a preview of a new environment), the
+// value is "" and the provider takes the reference's output.
+func (c *PlatformArgs) platformKubeconfig(ctx *pulumi.Context, platformStack string, opts []pulumi.ResourceOption) (pulumi.StringInput, string, error) {
+	ref, err := pulumi.NewStackReference(ctx, "platform-stack", &pulumi.StackReferenceArgs{
+		Name: pulumi.String(fmt.Sprintf("%s/%s/%s", ctx.Organization(), ctx.Project(), platformStack)),
+	}, opts...)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the outputs of the platform stack %s: %w", platformStack, err)
+	}
+	details, err := ref.GetOutputDetails("kubeconfig")
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the kubeconfig of the platform stack %s: %w", platformStack, err)
+	}
+	value := details.Value
+	if value == nil {
+		value = details.SecretValue
+	}
+	if kubeconfig, ok := value.(string); ok && kubeconfig != "" {
+		return pulumi.ToSecret(pulumi.String(kubeconfig)).(pulumi.StringOutput), kubeconfig, nil
+	}
+	if !ctx.DryRun() {
+		return nil, "", fmt.Errorf("the platform stack %s exports no kubeconfig: bring it up first (gpu-tenancy-env up "+
+			"<environment> does, before the groups)", platformStack)
+	}
+	_ = ctx.Log.Warn(fmt.Sprintf("the platform stack %s exports no kubeconfig yet: this preview does not check the cluster", platformStack), nil)
+	return ref.GetStringOutput(pulumi.String("kubeconfig")), "", nil
+}
+
+// checkLive reads the cluster before this stack registers anything on it and refuses what would go wrong there: in
+// an environment of tenant groups it learns which stack holds each tenant (placing the tenants the config does not
+// place), then refuses objects another stack owns (checkOwnership), a group's tenants the platform's guards would not
+// cover (checkGuards), and a cluster that rewrites tenant pods into ones the guards refuse (hostRewrites). It returns
+// the cluster's identity. A kubeconfig that reaches no cluster (as in the offline plans) is a warning: the program
+// cannot create anything there either.
+func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig, owner, platformStack string, warn func(string)) (string, error) {
+	l, err := connect(kubeconfig)
+	if err != nil {
+		warn(fmt.Sprintf("not checking the cluster: %v", err))
+		return "", nil
+	}
+	identity, err := l.identity(goctx)
+	if err != nil {
+		if isUnreachable(err) {
+			warn(fmt.Sprintf("not checking the cluster: %v", err))
+			return "", nil
 		}
-		warn := func(msg string) { _ = ctx.Log.Warn(msg, nil) }
-		input = ref.GetStringOutput(pulumi.String("kubeconfig")).ApplyTWithContext(ctx.Context(),
-			func(goctx context.Context, k string) (string, error) {
-				if err := checkExistingCluster(goctx, c, k, owner, warn); err != nil {
-					return "", err
-				}
-				return k, nil
-			}).(pulumi.StringOutput)
+		return "", err
+	}
+	if c.TenantGroups > 0 {
+		env := st.stack
+		if platformStack != "" {
+			env = platformStack
+		}
+		if err := l.checkNoMove(goctx, env); err != nil {
+			return "", err
+		}
+		owners, err := l.tenantOwners(goctx)
+		if err != nil {
+			return "", err
+		}
+		c.live = LiveGroups(owners, st.project, env)
+		if errs := validateParts(c, c.Keys.Path); len(errs) > 0 {
+			return "", &ArgsError{Keys: c.Keys, Errs: errs}
+		}
+	}
+	if err := checkOwnership(goctx, l.meta, owner, plannedObjects(c), c.Ownership.Adopt, c.Keys.Path(keyOwnership).Child("adopt")); err != nil {
+		return "", err
+	}
+	_, tenants := c.builds()
+	if _, isGroup := c.part.Group(); isGroup && len(tenants) > 0 {
+		platformOwner := naming.StackOwner(st.project, platformStack)
+		if err := l.checkGuards(goctx, c, platformStack, platformOwner, tenants, st.dryRun, warn); err != nil {
+			return "", err
+		}
+	}
+	if len(tenants) > 0 {
+		if err := l.hostRewrites(goctx, c, l.probeNamespace(goctx, tenants)); err != nil {
+			return "", err
+		}
+	}
+	return identity, nil
+}
+
+// stackInfo is what the checks of the cluster need to know of the running stack.
+type stackInfo struct {
+	project, stack string
+	dryRun         bool
+}
+
+// referencedCluster is the cluster of a tenants part: an existing cluster's own kubeconfig, or the one the platform
+// stack exports for the cloud cluster it manages (referenced, the stack reference's value or output), already checked
+// by checkLive; identity is the cluster's, so a new address or CA in the kubeconfig never replaces this stack's
+// objects.
+func (c *PlatformArgs) referencedCluster(ctx *pulumi.Context, kubeconfig string, referenced pulumi.StringInput, identity string,
+	opts []pulumi.ResourceOption) (*cluster.Cluster, error) {
+	input := referenced
+	if input == nil {
+		input = pulumi.String(kubeconfig)
 	}
 	cl, err := cluster.NewReferenced(ctx, string(c.Cloud), &cluster.ReferencedArgs{
-		Flavour: c.Cloud, Kubeconfig: input, GPUPools: c.GPUPools(), DriverRoot: c.driverRoot(),
+		Flavour: c.Cloud, Kubeconfig: input, ClusterIdentifier: identity, GPUPools: c.GPUPools(), DriverRoot: c.driverRoot(),
 	}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("reaching the cluster of the platform stack: %w", err)
@@ -278,8 +383,14 @@ type tenantShared struct {
 	tolerations []cluster.Taint
 }
 
-// newTenant builds a tenant's host-side guard rails and, when tenants get one, its vCluster.
+// newTenant builds a tenant's host-side guard rails and, when tenants get one, its vCluster. Both are protected, and
+// with them every object under them (the engine gives children their parent's protect: pulumi pkg v3.274.1
+// resource/deploy/source_eval.go inheritFromParent): a program that stops building a tenant still in config (a wrong
+// placement, a bug) fails on the first delete instead of deleting the tenant's namespace, vCluster and data. Removing
+// a tenant from config is the one way to delete it, and gpu-tenancy-env lifts the protection of exactly that tenant
+// first (README, "Several environments").
 func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantArgs, opts ...pulumi.ResourceOption) (pulumi.Map, error) {
+	opts = append(opts, pulumi.Protect(true))
 	args := t.TenantArgs
 	args.Catalog, args.Network = s.catalog, s.network
 	tenant, err := tenancy.NewTenant(ctx, t.Name, &args, opts...)
@@ -322,30 +433,55 @@ func secretInput(s Secret) pulumi.StringInput {
 	return pulumi.ToSecret(pulumi.String(string(s))).(pulumi.StringOutput)
 }
 
-// newCluster creates the cluster of the args' flavour; kubeconfig is an existing cluster's, already read.
-func (c *PlatformArgs) newCluster(ctx *pulumi.Context, kubeconfig string, opts []pulumi.ResourceOption) (*cluster.Cluster, error) {
+// cloudClusters are each cloud flavour's cluster: its resource name, which every URN under it holds, what errors call
+// it, and its args, of the type the flavour's cluster.Builder takes.
+var cloudClusters = map[cluster.Flavour]struct {
+	name, what string
+	args       func(*PlatformArgs) any
+}{
+	cluster.GKE:      {"gke", "GKE", func(c *PlatformArgs) any { return &c.GKE }},
+	cluster.Scaleway: {"kapsule", "Kapsule", func(c *PlatformArgs) any { return &c.Scaleway }},
+}
+
+// exposures are what the config leaves open that a guard cannot close (docs/threat-model.md, "Shared nodes"), said
+// on every preview and up.
+func (c *PlatformArgs) exposures() []string {
+	version, key := "", ""
 	switch c.Cloud {
 	case cluster.GKE:
-		cl, err := gke.NewCluster(ctx, "gke", &c.GKE, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("creating the GKE cluster: %w", err)
-		}
-		return cl.Contract(), nil
+		version, key = c.GKE.WithDefaults().KubernetesVersion, "gke.kubernetesVersion"
 	case cluster.Scaleway:
-		cl, err := scaleway.NewCluster(ctx, "kapsule", &c.Scaleway, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("creating the Kapsule cluster: %w", err)
-		}
-		return cl.Contract(), nil
-	default:
-		args := c.Existing
-		args.Kubeconfig = pulumi.ToSecret(pulumi.String(kubeconfig)).(pulumi.StringOutput)
-		cl, err := cluster.NewExisting(ctx, "existing", &args, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("wrapping the existing cluster: %w", err)
-		}
-		return cl.Contract(), nil
+		version, key = c.Scaleway.WithDefaults().KubernetesVersion, "scaleway.kubernetesVersion"
 	}
+	if version == "1.34" || strings.HasPrefix(version, "1.34.") {
+		return []string{fmt.Sprintf("%s is %s: its kubelets do not check image-pull credentials of cached images "+
+			"(KubeletEnsureSecretPulledImages is alpha and off before 1.35), so a tenant can run another tenant's private image "+
+			"cached on a node they share; use 1.35, or node pools of their own for tenants with private images "+
+			"(docs/threat-model.md, \"Shared nodes\")", c.Keys.Path(key), version)}
+	}
+	return nil
+}
+
+// newCluster creates the cluster of the args' flavour: a cloud cluster with the builder its package registered (there
+// is one: validateIncluded), or the existing cluster; kubeconfig is an existing cluster's, already read, and identity
+// its identity (empty when it could not be read).
+func (c *PlatformArgs) newCluster(ctx *pulumi.Context, kubeconfig, identity string, opts []pulumi.ResourceOption) (*cluster.Cluster, error) {
+	if cloud, ok := cloudClusters[c.Cloud]; ok {
+		build, _ := builderOf(c.Cloud)
+		cl, err := build(ctx, cloud.name, cloud.args(c), opts...)
+		if err != nil {
+			return nil, fmt.Errorf("creating the %s cluster: %w", cloud.what, err)
+		}
+		return cl, nil
+	}
+	args := c.Existing
+	args.Kubeconfig = pulumi.ToSecret(pulumi.String(kubeconfig)).(pulumi.StringOutput)
+	args.ClusterIdentifier = identity
+	cl, err := cluster.NewExisting(ctx, "existing", &args, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("wrapping the existing cluster: %w", err)
+	}
+	return cl.Contract(), nil
 }
 
 // constructed holds, per running program, the name of its Platform: the children's names are the platform's own

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/gke"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/scaleway"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
@@ -30,6 +33,13 @@ func runStackAs(t *testing.T, stack, file string, override map[string]string) (*
 // runStackWith is runStackAs recording into rec.
 func runStackWith(t *testing.T, rec *mocktest.Recorder, stack, file string, override map[string]string) (*mocktest.Recorder, error) {
 	t.Helper()
+	return runStackWithOpts(t, rec, stack, file, override)
+}
+
+// runStackWithOpts is runStackWith with further run options (a preview: info.DryRun).
+func runStackWithOpts(t *testing.T, rec *mocktest.Recorder, stack, file string, override map[string]string,
+	opts ...pulumi.RunOption) (*mocktest.Recorder, error) {
+	t.Helper()
 	sc, err := ReadStackFile(filepath.Join("..", "..", "stacks", "Pulumi."+file+".yaml"))
 	require.NoError(t, err)
 	for k, v := range override {
@@ -37,7 +47,7 @@ func runStackWith(t *testing.T, rec *mocktest.Recorder, stack, file string, over
 	}
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
-	err = mocktest.Run(stack, Program(root), rec, mocktest.WithConfig(sc.Values, sc.Secrets))
+	err = mocktest.Run(stack, Program(root), rec, append([]pulumi.RunOption{mocktest.WithConfig(sc.Values, sc.Secrets)}, opts...)...)
 	return rec, err
 }
 
@@ -359,4 +369,32 @@ func TestARelativePathWithoutABaseIsRefused(t *testing.T) {
 	}, rec)
 	require.ErrorContains(t, err, "existing.kubeconfigPath: Invalid value: \"kubeconfig\": must be absolute")
 	assert.Empty(t, rec.All())
+}
+
+// What the config leaves open beyond any guard is said on every preview: a cloud cluster on 1.34 serves cached
+// private images to any tenant.
+func TestTheExposuresOfTheConfigAreSaid(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args PlatformArgs
+		want string
+	}{
+		{"GKE on 1.34", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.34"}}, "gke.kubernetesVersion is 1.34"},
+		{"Kapsule on a 1.34 patch", PlatformArgs{Cloud: cluster.Scaleway, Scaleway: scaleway.ClusterArgs{KubernetesVersion: "1.34.2"}},
+			"scaleway.kubernetesVersion is 1.34.2"},
+		{"GKE's default version", PlatformArgs{Cloud: cluster.GKE}, ""},
+		{"GKE on 1.35", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.35"}}, ""},
+		{"an existing cluster, whose kubelets the program does not configure", PlatformArgs{Cloud: cluster.Existing}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := c.args.exposures()
+			if c.want == "" {
+				assert.Empty(t, got)
+				return
+			}
+			require.Len(t, got, 1)
+			assert.Contains(t, got[0], c.want)
+			assert.Contains(t, got[0], "private image")
+		})
+	}
 }

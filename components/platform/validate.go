@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
+	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
@@ -67,6 +68,31 @@ func (c *PlatformArgs) Validate() field.ErrorList {
 	errs = append(errs, c.Ownership.Validate(path(keyOwnership))...)
 	errs = append(errs, c.Timeouts.Validate(path(keyTimeouts))...)
 	errs = append(errs, c.Prices.Validate(path(keyPrices), c.ClassNames())...)
+	return errs
+}
+
+// What this program includes, as variables so that a test can leave a cloud out of a program that includes every one.
+var (
+	builderOf               = cluster.BuilderOf
+	alertPoliciesRegistered = monitoring.AlertPoliciesRegistered
+)
+
+// validateIncluded refuses, at the cloud key, a cloud this program cannot build: each cloud's SDK code is a package
+// that registers itself (cluster.RegisterBuilder, monitoring.RegisterAlertPolicies), and a program includes only the
+// clouds it imports. Only a part that builds the cluster and monitoring needs them. Load does not check it: a config
+// is valid whichever program reads it.
+func validateIncluded(c *PlatformArgs, path func(string) *field.Path) field.ErrorList {
+	buildsPlatform, _ := c.builds()
+	if _, cloud := cloudClusters[c.Cloud]; !cloud || !buildsPlatform {
+		return nil
+	}
+	var errs field.ErrorList
+	if _, ok := builderOf(c.Cloud); !ok {
+		errs = append(errs, cluster.NotIncluded(path(keyCloud), c.Cloud))
+	}
+	if c.Cloud == cluster.GKE && c.Monitoring.EnabledFor(c.Cloud) && !alertPoliciesRegistered() {
+		errs = append(errs, monitoring.AlertPoliciesNotIncluded(path(keyCloud)))
+	}
 	return errs
 }
 

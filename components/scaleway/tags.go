@@ -27,8 +27,8 @@ func validateTagValue(path *field.Path, key, value string) field.ErrorList {
 	return errs
 }
 
-// tags writes key/value pairs as Scaleway tags, `key=value`, sorted so the order never shows as a change.
-func tags(kv map[string]string) []string {
+// Tags writes key/value pairs as Scaleway tags, `key=value`, sorted so the order never shows as a change.
+func Tags(kv map[string]string) []string {
 	out := make([]string, 0, len(kv))
 	for k, v := range kv {
 		out = append(out, k+"="+v)

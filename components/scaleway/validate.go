@@ -17,7 +17,7 @@ var CNIs = []string{"cilium", "calico"}
 var weekdays = []string{"any", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
 
 // Validate checks the cluster (at path) and its GPU pools (at poolsPath) against Kapsule's rules and the node-type
-// table; it is the single owner of these rules, for the stack config and for NewCluster alike.
+// table; it is the single owner of these rules, for the stack config and for kapsule.NewCluster alike.
 func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	zoneOK := false
@@ -30,7 +30,7 @@ func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 		zoneOK = true
 	}
 	minorOnly := ""
-	if a.AutoUpgrade.enabled() {
+	if a.AutoUpgrade.IsEnabled() {
 		minorOnly = fmt.Sprintf("while %s is true", path.Child("autoUpgrade", "enabled"))
 	}
 	errs = append(errs, cluster.ValidateKubernetesVersion(path.Child("kubernetesVersion"), a.KubernetesVersion, minorOnly)...)
@@ -43,7 +43,7 @@ func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 	if h := a.AutoUpgrade.MaintenanceWindowStartHour; h != nil && (*h < 0 || *h > 23) {
 		errs = append(errs, field.Invalid(path.Child("autoUpgrade", "maintenanceWindowStartHour"), *h, "must be an hour from 0 to 23"))
 	}
-	sysMin, sysMax := a.SystemPool.bounds()
+	sysMin, sysMax := a.SystemPool.Bounds()
 	errs = append(errs, cluster.ValidateNodeBounds(path.Child("systemPool"), sysMin, sysMax)...)
 
 	names := make([]string, len(a.GPUPools))

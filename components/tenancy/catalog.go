@@ -12,6 +12,7 @@ import (
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	resourcev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/resource/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -38,11 +39,19 @@ type AdmissionArgs struct {
 	// RuntimeClasses are the RuntimeClasses tenant pods may name; none by default. No NVIDIA runtime class may be
 	// one of them.
 	RuntimeClasses []string `json:"runtimeClasses"`
-	// PriorityClasses are the PriorityClasses tenant pods may name; none by default (the cluster's default priority).
-	// The system-critical classes may not be one of them.
+	// PriorityClasses are PriorityClasses tenant pods may name whatever their value; none by default. The
+	// system-critical classes may not be one of them.
 	PriorityClasses []string `json:"priorityClasses"`
-	// TolerableTaints are node taint keys tenant pods may tolerate besides the GPU pools' own (GPUTaints) and the
-	// not-ready and unreachable taints every pod tolerates for a while.
+	// MaxTenantPriority is the highest priority a tenant pod may have through any other class (its vCluster's own,
+	// or the cluster's default class), and the highest value of a PriorityClass a tenant's vCluster may write; nil
+	// takes DefaultMaxTenantPriority.
+	MaxTenantPriority *int `json:"maxTenantPriority"`
+	// Schedulers are schedulers tenant pods may name besides default-scheduler, such as the one a managed cluster's
+	// webhook sets (GKE's optimize-utilization profile: gke.io/optimize-utilization-scheduler); each must apply node
+	// taints as the default scheduler does.
+	Schedulers []string `json:"schedulers"`
+	// TolerableTaints are node taint keys tenant pods may tolerate besides the GPU pools' own (GPUTaints) and those
+	// Kubernetes gives pods itself (DefaultTolerableTaints); never MaintenanceTaint.
 	TolerableTaints []string `json:"tolerableTaints"`
 	// TolerableDeviceTaints are device taint keys (KEP-5055) tenant claims may tolerate; none by default.
 	TolerableDeviceTaints []string `json:"tolerableDeviceTaints"`
@@ -53,20 +62,27 @@ type AdmissionArgs struct {
 	ControllerNamespaces []string `json:"-"`
 }
 
+// maxUserPriority is the highest value of a PriorityClass that is not a system one.
+const maxUserPriority = 1_000_000_000
+
 // DefaultControllerNamespaces are where the platform's controllers run unless a stack moves them.
 var DefaultControllerNamespaces = []string{naming.DriverNamespace, naming.PlatformNamespace}
 
-// WithDefaults fills in the controller namespaces.
+// WithDefaults fills in the controller namespaces and the tenants' priority band.
 func (a AdmissionArgs) WithDefaults() AdmissionArgs {
 	if len(a.ControllerNamespaces) == 0 {
 		a.ControllerNamespaces = slices.Clone(DefaultControllerNamespaces)
+	}
+	if a.MaxTenantPriority == nil {
+		max := DefaultMaxTenantPriority
+		a.MaxTenantPriority = &max
 	}
 	return a
 }
 
 // tolerableTaints are every node taint key tenant pods may tolerate.
 func (a AdmissionArgs) tolerableTaints() []string {
-	return uniqueSorted(slices.Concat(a.GPUTaints, defaultTolerableTaints, a.TolerableTaints))
+	return uniqueSorted(slices.Concat(a.GPUTaints, DefaultTolerableTaints, a.TolerableTaints))
 }
 
 // Catalog is the platform's GPU catalog on the host cluster: the DeviceClasses and the cluster-wide admission guards.
@@ -129,8 +145,22 @@ func (a AdmissionArgs) Validate(path *field.Path, tenants []string) field.ErrorL
 		}
 		return ""
 	})...)
+	// Scheduler names take a prefix, as GKE's gke.io/optimize-utilization-scheduler does.
+	for i, name := range a.Schedulers {
+		p := path.Child("schedulers").Index(i)
+		for _, msg := range validation.IsQualifiedName(name) {
+			errs = append(errs, field.Invalid(p, name, msg))
+		}
+		if slices.Contains(a.Schedulers[:i], name) {
+			errs = append(errs, field.Duplicate(p, name))
+		}
+	}
+	// A user-defined PriorityClass may not exceed 1e9 (kubernetes v1.34.4 pkg/apis/scheduling/validation).
+	if p := a.MaxTenantPriority; p != nil && *p > maxUserPriority {
+		errs = append(errs, field.Invalid(path.Child("maxTenantPriority"), *p, fmt.Sprintf("must be at most %d, the highest user priority", maxUserPriority)))
+	}
 	errs = append(errs, validateTaintKeys(path.Child("tolerableTaints"), a.TolerableTaints, map[string]string{
-		"node.kubernetes.io/unschedulable": "tolerating it puts pods on cordoned nodes",
+		MaintenanceTaint: "it keeps tenant pods off nodes under maintenance or quarantine: no tenant may tolerate it",
 	})...)
 	errs = append(errs, validateTaintKeys(path.Child("tolerableDeviceTaints"), a.TolerableDeviceTaints, nil)...)
 	for i, w := range a.ClaimStatusWriters {
@@ -243,7 +273,8 @@ func tenantsOf(grants map[string][]string, class string) []string {
 // classes only in tenant host namespaces, the tenant label only on those, claim status written only by the scheduler
 // and the resource-claim controller, and in tenant namespaces no path to a GPU outside DRA, pods placed by the
 // scheduler within the taints and priorities the platform allows, no device released while a container may hold it,
-// and no Service capturing others' traffic. Each tenant (NewTenant) adds its own entitlement policy and flow schema.
+// and no Service capturing others' traffic; each tenant's claims only of the classes its namespace's labels grant.
+// Each tenant (NewTenant) adds its own flow schema.
 func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pulumi.ResourceOption) (*Catalog, error) {
 	if args == nil {
 		return nil, errors.New("creating GPU catalog: args are required")
@@ -267,28 +298,8 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 		names = append(names, class.Name)
 	}
 
-	tenants := slices.Sorted(maps.Keys(args.Grants))
-	guards := []struct {
-		suffix   string
-		policy   admissionPolicy
-		selector *metav1.LabelSelectorArgs
-	}{
-		{"claim-namespaces", claimNamespacePolicy(names, tenants), namespacesExcept(admission.PlatformNamespaces)},
-		{"namespace-label", namespaceLabelPolicy, nil},
-		{"claim-status", claimStatusPolicy(admission.ClaimStatusWriters), nil},
-		{"runtime-env", runtimeEnvPolicy, tenantNamespaces()},
-		{"runtime-env-keys", runtimeEnvKeysPolicy, tenantNamespaces()},
-		{"extended-resources", extendedResourcePolicy, tenantNamespaces()},
-		{"node-device-paths", nodeDevicePolicy(admission.RuntimeClasses), tenantNamespaces()},
-		{"pod-placement", podPlacementPolicy(admission.tolerableTaints(), admission.PriorityClasses), tenantNamespaces()},
-		{"pod-phase", podPhasePolicy, tenantNamespaces()},
-		{"pod-graceful-delete", gracefulDeletePolicy, tenantNamespaces()},
-		{"claim-delete-protection", claimDeleteProtectionPolicy, tenantNamespaces()},
-		{"service-external-ips", servicePolicy, tenantNamespaces()},
-		{"volume-claims", volumeClaimPolicy, tenantNamespaces()},
-	}
-	for _, g := range guards {
-		binding, err := newPolicy(ctx, name+"-"+g.suffix, g.policy, g.selector, nil, c)
+	for _, g := range guards(names, admission) {
+		binding, err := newPolicy(ctx, name+"-"+g.suffix, g.policy, selectorArgs(g.NamespaceSelector), c)
 		if err != nil {
 			return nil, err
 		}
@@ -307,10 +318,80 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 	return c, nil
 }
 
-// guardNames are the cluster-wide guards' policy names, each bound by a binding of the same name.
-var guardNames = []string{ClaimNamespacePolicy, NamespaceLabelPolicy, ClaimStatusPolicy, RuntimeEnvPolicy,
-	RuntimeEnvKeysPolicy, ExtendedResourcePolicy, NodeDevicePolicy, PodPlacementPolicy, PodPhasePolicy,
-	GracefulDeletePolicy, ClaimDeleteProtectionPolicy, ServicePolicy, VolumeClaimPolicy}
+// Guard is one of the catalog's cluster-wide guards: a ValidatingAdmissionPolicy and its binding, both named Name,
+// bound with Deny to the namespaces NamespaceSelector selects (nil: every namespace).
+type Guard struct {
+	Name              string
+	NamespaceSelector *k8smeta.LabelSelector
+	// suffix names the guard's resources in the program (<catalog>-<suffix>).
+	suffix string
+	policy admissionPolicy
+}
+
+// guards are the catalog's guards for its class names and admission settings (after defaults).
+func guards(classes []string, admission AdmissionArgs) []Guard {
+	g := func(suffix string, policy admissionPolicy, selector *k8smeta.LabelSelector) Guard {
+		return Guard{Name: policy.name, NamespaceSelector: selector, suffix: suffix, policy: policy}
+	}
+	tenantNamespaces := &k8smeta.LabelSelector{MatchExpressions: []k8smeta.LabelSelectorRequirement{
+		{Key: naming.TenantNamespaceLabel, Operator: k8smeta.LabelSelectorOpExists}}}
+	var exceptPlatform *k8smeta.LabelSelector
+	if len(admission.PlatformNamespaces) > 0 {
+		exceptPlatform = &k8smeta.LabelSelector{MatchExpressions: []k8smeta.LabelSelectorRequirement{
+			{Key: namespaceNameLabel, Operator: k8smeta.LabelSelectorOpNotIn, Values: slices.Clone(admission.PlatformNamespaces)}}}
+	}
+	// Tenant namespaces whose grants are labels: every tenant namespace this version creates. A namespace of an
+	// earlier version keeps its per-tenant policy until the update that labels it also removes that policy.
+	granted := &k8smeta.LabelSelector{MatchLabels: map[string]string{naming.GrantsLabel: "true"},
+		MatchExpressions: tenantNamespaces.MatchExpressions}
+	return []Guard{
+		g("entitlements", entitlementPolicy(admission.TolerableDeviceTaints), granted),
+		g("claim-namespaces", claimNamespacePolicy(classes), exceptPlatform),
+		g("namespace-label", namespaceLabelPolicy, nil),
+		g("claim-status", claimStatusPolicy(admission.ClaimStatusWriters), nil),
+		g("runtime-env", runtimeEnvPolicy, tenantNamespaces),
+		g("runtime-env-keys", runtimeEnvKeysPolicy, tenantNamespaces),
+		g("extended-resources", extendedResourcePolicy, tenantNamespaces),
+		g("node-device-paths", nodeDevicePolicy(admission.RuntimeClasses), tenantNamespaces),
+		g("pod-placement", podPlacementPolicy(admission.tolerableTaints(), admission.PriorityClasses, admission.Schedulers,
+			*admission.MaxTenantPriority), tenantNamespaces),
+		g("priority-classes", priorityClassPolicy(*admission.MaxTenantPriority, admission.ControllerNamespaces), nil),
+		g("pod-phase", podPhasePolicy, tenantNamespaces),
+		g("pod-graceful-delete", gracefulDeletePolicy, tenantNamespaces),
+		g("claim-delete-protection", claimDeleteProtectionPolicy, tenantNamespaces),
+		g("service-external-ips", servicePolicy, tenantNamespaces),
+		g("endpoint-size", endpointsPolicy, tenantNamespaces),
+		g("volume-claims", volumeClaimPolicy, tenantNamespaces),
+		g("claim-shape", claimShapePolicy, tenantNamespaces),
+	}
+}
+
+// Guards are the catalog's guards for the admission settings, as a check of the cluster compares them: names and the
+// namespaces each binding selects.
+func Guards(admission AdmissionArgs) []Guard { return guards(nil, admission.WithDefaults()) }
+
+// selectorArgs is a label selector as the kubernetes SDK's args; nil stays nil.
+func selectorArgs(s *k8smeta.LabelSelector) *metav1.LabelSelectorArgs {
+	if s == nil {
+		return nil
+	}
+	args := &metav1.LabelSelectorArgs{}
+	if len(s.MatchLabels) > 0 {
+		args.MatchLabels = pulumi.ToStringMap(s.MatchLabels)
+	}
+	var reqs metav1.LabelSelectorRequirementArray
+	for _, e := range s.MatchExpressions {
+		req := metav1.LabelSelectorRequirementArgs{Key: pulumi.String(e.Key), Operator: pulumi.String(string(e.Operator))}
+		if len(e.Values) > 0 {
+			req.Values = pulumi.ToStringArray(e.Values)
+		}
+		reqs = append(reqs, req)
+	}
+	if len(reqs) > 0 {
+		args.MatchExpressions = reqs
+	}
+	return args
+}
 
 // ClusterObjects are the cluster-scoped objects NewCatalog and NewTenant create for these classes and tenants, so a
 // caller can check, before creating anything, that none of them belongs to someone else.
@@ -324,8 +405,8 @@ func CatalogObjects(classes []GPUClass) []naming.ObjectRef {
 	for _, c := range classes {
 		refs = append(refs, naming.ObjectRef{Kind: naming.KindDeviceClass, Name: c.Name})
 	}
-	for _, p := range guardNames {
-		refs = append(refs, naming.ObjectRef{Kind: naming.KindPolicy, Name: p}, naming.ObjectRef{Kind: naming.KindPolicyBinding, Name: p})
+	for _, g := range guards(nil, AdmissionArgs{}.WithDefaults()) {
+		refs = append(refs, naming.ObjectRef{Kind: naming.KindPolicy, Name: g.Name}, naming.ObjectRef{Kind: naming.KindPolicyBinding, Name: g.Name})
 	}
 	return append(refs, naming.ObjectRef{Kind: naming.KindPriorityLevel, Name: TenantsPriorityLevel},
 		naming.ObjectRef{Kind: naming.KindFlowSchema, Name: ControllersFlowSchema})
@@ -336,8 +417,6 @@ func TenantObjects(tenants []string) []naming.ObjectRef {
 	var refs []naming.ObjectRef
 	for _, t := range tenants {
 		refs = append(refs, naming.ObjectRef{Kind: naming.KindNamespace, Name: naming.Namespace(t)},
-			naming.ObjectRef{Kind: naming.KindPolicy, Name: naming.EntitlementPolicy(t)},
-			naming.ObjectRef{Kind: naming.KindPolicyBinding, Name: naming.EntitlementPolicy(t)},
 			naming.ObjectRef{Kind: naming.KindFlowSchema, Name: naming.TenantFlowSchema(t)})
 	}
 	return refs

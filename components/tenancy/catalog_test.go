@@ -336,3 +336,13 @@ func TestClusterObjectsAreExactlyTheClusterScopedObjectsCreated(t *testing.T) {
 	}
 	assert.ElementsMatch(t, created, listed)
 }
+
+// Every tenant's flow schema is matched before the bootstrap probes schema, which would serve the tenant's health
+// checks at the exempt level: a precedence below 2, or 2 and a name that sorts before it.
+func TestATenantsFlowSchemaComesBeforeTheBootstrapProbes(t *testing.T) {
+	for _, tenant := range []string{"a", "legal-ai", "zz-" + strings.Repeat("z", 40)} {
+		name := naming.TenantFlowSchema(tenant)
+		assert.True(t, tenantsPrecedence < 2 || (tenantsPrecedence == 2 && name < probesFlowSchema),
+			"%s at precedence %d comes after %s at 2", name, tenantsPrecedence, probesFlowSchema)
+	}
+}

@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
@@ -9,8 +10,8 @@ import (
 // The policies on ResourceClaims and ResourceClaimTemplates: which classes a tenant may name, where GPU classes may
 // be claimed at all, who may write a claim's allocation, and that a tenant cannot release a device it still holds.
 
-// entitlementPolicy lets a tenant's namespace name only its granted classes in claims and templates, in every field
-// that names a DeviceClass in resource.k8s.io/v1 (exactly.deviceClassName, firstAvailable[*].deviceClassName:
+// entitlementPolicy lets each tenant's namespace name only its granted classes in claims and templates, in every
+// field that names a DeviceClass in resource.k8s.io/v1 (exactly.deviceClassName, firstAvailable[*].deviceClassName:
 // k8s.io/api v0.34.4 resource/v1/types.go DeviceRequest, ExactDeviceRequest, DeviceSubRequest), and never
 // adminAccess. Requests in v1beta1 and v1beta2 are converted to v1 first (matchPolicy Equivalent: k8s.io/apiserver
 // v0.34.4 pkg/admission/plugin/policy/matching/matching.go). On the status subresource it refuses a new allocation
@@ -18,9 +19,15 @@ import (
 // Device taints (KEP-5055: k8s.io/api v0.34.4 resource/v1/types.go DeviceToleration) keep faulty or quarantined
 // devices from claims that do not tolerate them; a tenant may tolerate only the keys the platform lists, never every
 // taint (an empty key). Kubernetes 1.34 stores claim tolerations even with DRADeviceTaints off, 1.36 turns it on.
-func entitlementPolicy(tenant string, granted, tolerableDeviceTaints []string) admissionPolicy {
+//
+// One policy and one binding serve every tenant, so a claim write costs the same with ten tenants as with a thousand:
+// the grants are the namespace's own labels (naming.ClassGrantLabel), which the platform sets and no tenant identity
+// can write (a tenant's syncer has no rights on namespaces: loft-sh/vcluster v0.36.1 chart/templates/clusterrole.yaml,
+// and docs/threat-model.md). Not params: a binding's params are read through an informer that kube-apiserver 1.34
+// can leave stopped (see policy.go).
+func entitlementPolicy(tolerableDeviceTaints []string) admissionPolicy {
 	return admissionPolicy{
-		name: naming.EntitlementPolicy(tenant),
+		name: naming.EntitlementPolicy,
 		rules: []admissionRule{
 			{group: "resource.k8s.io", resources: []string{"resourceclaims", "resourceclaimtemplates"}, operations: createUpdate},
 			{group: "resource.k8s.io", resources: []string{"resourceclaims/status"}, operations: update},
@@ -30,13 +37,13 @@ func entitlementPolicy(tenant string, granted, tolerableDeviceTaints []string) a
 		object.?status.?reservedFor.orValue([]).exists(r, !(r in oldObject.?status.?reservedFor.orValue([])))
 	: ` + celCreatedOrSpecChanged}},
 		variables: []celNamed{
-			{"tenant", `$TENANT`},
-			{"granted", `$GRANTED`},
+			{"tenant", celTenant},
+			{"labels", `namespaceObject.metadata.?labels.orValue({})`},
 			{"spec", celSpec},
 			{"requests", celRequests},
 			{"requestClasses", celRequestClasses},
 			{"deniedClasses", `variables.requestClasses
-	.map(cs, cs.filter(c, !(c in variables.granted)))
+	.map(cs, cs.filter(c, variables.labels[?($GRANT_PREFIX + c)].orValue('') != 'true'))
 	.filter(cs, size(cs) > 0)
 	.map(cs, cs.join(', '))`},
 			{"adminRequests", `request.?subResource.orValue('') == 'status' ? [] : variables.requests
@@ -69,16 +76,18 @@ func entitlementPolicy(tenant string, granted, tolerableDeviceTaints []string) a
 			},
 		},
 		literals: map[string]string{
-			"TENANT": celString(tenant), "GRANTED": celList(granted), "CLASS_LABEL_PREFIX": celString(naming.ClassTenantLabelPrefix),
+			"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "GRANT_PREFIX": celString(naming.ClassGrantLabelPrefix),
+			"CLASS_LABEL_PREFIX":      celString(naming.ClassTenantLabelPrefix),
 			"TOLERABLE_DEVICE_TAINTS": celList(tolerableDeviceTaints),
 		},
 	}
 }
 
 // claimNamespacePolicy fails closed: a claim or template naming a catalog class or one of the NVIDIA driver's
-// classes is refused in any namespace that is not exactly one tenant's host namespace (its name and tenant label
-// agreeing, for a tenant that exists). The binding leaves out the platform namespaces.
-func claimNamespacePolicy(classes, tenants []string) admissionPolicy {
+// classes is refused in any namespace that is not exactly one tenant's host namespace: its name and tenant label
+// agreeing (namespaceLabelPolicy keeps the label off every other namespace), made by the platform (its managed-by
+// label). No list of tenants: a claim's cost does not grow with them. The binding leaves out the platform namespaces.
+func claimNamespacePolicy(classes []string) admissionPolicy {
 	return admissionPolicy{
 		name:            ClaimNamespacePolicy,
 		rules:           []admissionRule{{group: "resource.k8s.io", resources: []string{"resourceclaims", "resourceclaimtemplates"}, operations: createUpdate}},
@@ -92,7 +101,8 @@ func claimNamespacePolicy(classes, tenants []string) admissionPolicy {
 	.filter(cs, size(cs) > 0)
 	.map(cs, cs.join(', '))`},
 			{"tenant", `namespaceObject.metadata.?labels[?$TENANT_LABEL].orValue('')`},
-			{"tenantNamespace", `variables.tenant in $TENANTS && namespaceObject.metadata.name == $NAMESPACE_PREFIX + variables.tenant`},
+			{"tenantNamespace", `variables.tenant != '' && namespaceObject.metadata.name == $NAMESPACE_PREFIX + variables.tenant &&
+	namespaceObject.metadata.?labels[?$MANAGED_BY_LABEL].orValue('') == $MANAGED_BY`},
 		},
 		validations: []celValidation{{
 			expression: `size(variables.gpuClasses) == 0 || variables.tenantNamespace`,
@@ -101,7 +111,8 @@ func claimNamespacePolicy(classes, tenants []string) admissionPolicy {
 	$TENANT_LABEL + '=<tenant> for a tenant of the platform, or in a platform namespace'`,
 		}},
 		literals: map[string]string{
-			"CATALOG_CLASSES": celList(classes), "TENANTS": celList(tenants), "TENANT_LABEL": celString(naming.TenantNamespaceLabel),
+			"CATALOG_CLASSES": celList(classes), "TENANT_LABEL": celString(naming.TenantNamespaceLabel),
+			"MANAGED_BY_LABEL": celString(naming.ManagedByLabel), "MANAGED_BY": celString(naming.ManagedBy),
 			"NAMESPACE_PREFIX": celString(naming.NamespacePrefix), "DRIVER_CLASS_SUFFIX": celString(naming.DriverClassSuffix),
 			"DRIVER_DOMAIN": celString(strings.TrimPrefix(naming.DriverClassSuffix, ".")),
 		},
@@ -152,4 +163,76 @@ var claimDeleteProtectionPolicy = admissionPolicy{
 	'; it goes when the claim is deallocated, after every pod using it has ended'`,
 	}},
 	literals: map[string]string{"FINALIZER": celString(DeleteProtectionFinalizer)},
+}
+
+// Limits on what one tenant claim or template may ask of the scheduler. The API server's own limits are far wider
+// (k8s.io/api v0.34.4 resource/v1/types.go: 32 requests, 8 subrequests, 32 selectors, 10 KiB per CEL expression,
+// 32 constraints), and the scheduler tries each request's alternatives and evaluates each selector against every
+// published device while it searches: one claim at those sizes costs it far more than the device it gets. These fit
+// what a GPU job asks for (a few requests, a few alternatives, a selector or two) with room to spare.
+const (
+	MaxClaimRequests       = 8
+	MaxClaimSubRequests    = 8
+	MaxClaimSelectors      = 4
+	MaxClaimSelectorLength = 1024
+	MaxClaimConstraints    = 4
+)
+
+// claimShapePolicy bounds a tenant's claims and templates: requests, alternatives, selectors and constraints within
+// the limits above; no allocationMode All, which takes every matching device of the pool (up to 32, what the quota
+// charges it: kubernetes v1.34.4 pkg/quota/v1/evaluator/core/resource_claims.go); and no opaque driver
+// configuration (spec.devices.config), which only the class may carry. The NVIDIA driver reads a claim's config to set
+// up sharing (MPS, time-slicing) and passthrough: inert while the driver's feature gates are off, and once an operator
+// turns one on, a tenant that configures the device it shares decides how another's work runs on it
+// (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0 api/nvidia.com/resource/v1beta1 GpuConfig, sharing.go).
+var claimShapePolicy = admissionPolicy{
+	name:            ClaimShapePolicy,
+	rules:           []admissionRule{{group: "resource.k8s.io", resources: []string{"resourceclaims", "resourceclaimtemplates"}, operations: createUpdate}},
+	matchConditions: []celNamed{{"created-or-spec-changed", celCreatedOrSpecChanged}},
+	variables: []celNamed{
+		{"tenant", celTenant},
+		{"spec", celSpec},
+		{"requests", celRequests},
+	},
+	validations: []celValidation{
+		{
+			expression: `size(variables.requests) <= $MAX_REQUESTS`,
+			message: `'tenant ' + variables.tenant + ': ' + object.metadata.name + ' has ' + string(size(variables.requests)) +
+	' device requests; a tenant claim may have at most ' + string($MAX_REQUESTS)`,
+		},
+		{
+			expression: `variables.requests.all(r, size(r.?firstAvailable.orValue([])) <= $MAX_SUBREQUESTS)`,
+			message: `'tenant ' + variables.tenant + ': ' + object.metadata.name + ' has a request with more than ' +
+	string($MAX_SUBREQUESTS) + ' firstAvailable alternatives'`,
+		},
+		{
+			expression: `variables.requests.all(r,
+	(!has(r.exactly) || (size(r.exactly.?selectors.orValue([])) <= $MAX_SELECTORS &&
+		r.exactly.?selectors.orValue([]).all(s, size(s.?cel.?expression.orValue('')) <= $MAX_SELECTOR_LENGTH))) &&
+	r.?firstAvailable.orValue([]).all(d, size(d.?selectors.orValue([])) <= $MAX_SELECTORS &&
+		d.?selectors.orValue([]).all(s, size(s.?cel.?expression.orValue('')) <= $MAX_SELECTOR_LENGTH)))`,
+			message: `'tenant ' + variables.tenant + ': ' + object.metadata.name + ' has a request with more than ' +
+	string($MAX_SELECTORS) + ' selectors or a selector longer than ' + string($MAX_SELECTOR_LENGTH) + ' characters'`,
+		},
+		{
+			expression: `variables.requests.all(r, r.?exactly.?allocationMode.orValue('ExactCount') != 'All' &&
+	r.?firstAvailable.orValue([]).all(d, d.?allocationMode.orValue('ExactCount') != 'All'))`,
+			message: `'tenant ' + variables.tenant + ': ' + object.metadata.name +
+	' asks for allocationMode All (every matching device); tenant claims name a count'`,
+		},
+		{
+			expression: `size(variables.spec.?devices.?constraints.orValue([])) <= $MAX_CONSTRAINTS`,
+			message:    `'tenant ' + variables.tenant + ': ' + object.metadata.name + ' has more than ' + string($MAX_CONSTRAINTS) + ' constraints'`,
+		},
+		{
+			expression: `size(variables.spec.?devices.?config.orValue([])) == 0`,
+			message: `'tenant ' + variables.tenant + ': ' + object.metadata.name +
+	' carries device configuration (spec.devices.config); the driver\'s configuration is the DeviceClass\'s to set, not a tenant\'s'`,
+		},
+	},
+	literals: map[string]string{
+		"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "MAX_REQUESTS": fmt.Sprint(MaxClaimRequests),
+		"MAX_SUBREQUESTS": fmt.Sprint(MaxClaimSubRequests), "MAX_SELECTORS": fmt.Sprint(MaxClaimSelectors),
+		"MAX_SELECTOR_LENGTH": fmt.Sprint(MaxClaimSelectorLength), "MAX_CONSTRAINTS": fmt.Sprint(MaxClaimConstraints),
+	},
 }

@@ -31,16 +31,32 @@ const (
 	ControllersPriorityLevel = "workload-high"
 )
 
-// Matching precedences: lower wins. Both sit ahead of the bootstrap service-accounts schema (9000) and after the
-// system schemas (up to 900: kube-system service accounts, leader election, nodes, probes).
+// Matching precedences: lower wins, and between equal precedences the name that sorts first (k8s.io/apiserver v0.34.4
+// pkg/util/flowcontrol/apf_controller.go, the schemas sorted by precedence, then name). A tenant's schema must come
+// before every bootstrap schema its identities would otherwise match: `probes` (precedence 2, every user's /healthz,
+// /livez and /readyz, served at the exempt level), then service-accounts (9000). At 2, the tenants' names
+// (naming.TenantFlowSchemaPrefix, "gpu-tenancy-tenant-…") sort before "probes", so a tenant's probes count in its own
+// flow too; `exempt` (1) matches system:masters only. The controllers' schema needs no such place: the platform's
+// controllers are not whom the levels guard against.
 const (
 	controllersPrecedence = 950
-	tenantsPrecedence     = 1000
+	tenantsPrecedence     = 2
 )
 
-// The tenants' level has the shares workload-low has (100), lends half of what it does not use, and borrows nothing:
-// a flood stays inside it. Queues, hand size and queue length are workload-low's.
-var tenantsLevel = struct{ shares, lendable, borrowing, queues, handSize, queueLength int }{100, 50, 0, 128, 6, 50}
+// probesFlowSchema is the bootstrap schema that serves every user's health checks at the exempt level, which the
+// tenants' schemas must precede (tenantsPrecedence).
+const probesFlowSchema = "probes"
+
+// The tenants' level is sized so that one tenant's burst queues: fair queuing shares a level's seats among its flows
+// only once they run out, and with workload-low's 100 shares the level held about 170 of a default API server's 600
+// seats (--max-requests-inflight 400 + --max-mutating-requests-inflight 200, shared by the levels' nominal shares:
+// bootstrap 245 in all, kube-apiserver v1.34 pkg/apis/flowcontrol/bootstrap/default.go), far more than one tenant's
+// burst, so a burst took the API server's CPU instead of queuing (README, "API fairness"). 5 shares hold about 12 of
+// 600 seats: enough for every tenant's syncers at their steady state (watches hold no seat once started; writes take
+// milliseconds), while a burst of one tenant waits in its own queues and the others' requests go first. It lends half
+// of what it does not use and borrows nothing, so a flood stays inside it; 64 queues, each flow dealt 4 (shuffle
+// sharding), 50 requests each, past which a flood is answered 429.
+var tenantsLevel = struct{ shares, lendable, borrowing, queues, handSize, queueLength int }{5, 50, 0, 64, 4, 50}
 
 // everyRequestOf matches every request of the subjects.
 func everyRequestOf(subjects flowcontrolv1.SubjectArray) flowcontrolv1.PolicyRulesWithSubjectsArrayInput {

@@ -13,11 +13,13 @@ import (
 )
 
 // Name limits. A tenant's host namespace is a DNS label (63 characters), so the tenant name gets 63 minus the
-// namespace prefix; the grant label's name part (tenant.gpu-tenancy.io/<tenant>) allows 63. A class name ends up as the
-// prefix of its quota key "<class>.deviceclass.resource.k8s.io/devices", a DNS subdomain of at most 253 characters.
+// namespace prefix; the grant labels' name parts (tenant.gpu-tenancy.io/<tenant> on a DeviceClass,
+// class.gpu-tenancy.io/<class> on a tenant namespace) allow 63 (k8s.io/apimachinery v0.34.4
+// pkg/util/validation/validation.go IsQualifiedName), which also keeps the quota key
+// "<class>.deviceclass.resource.k8s.io/devices" within a DNS subdomain.
 const (
 	MaxTenantName = 63 - len(naming.NamespacePrefix)
-	MaxClassName  = 253 - len(".deviceclass.resource.k8s.io")
+	MaxClassName  = 63
 )
 
 // ValidateTenantName checks a tenant name against what the names derived from it allow.

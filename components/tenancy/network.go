@@ -237,7 +237,7 @@ func tcpOrUDP(protocol string, port int) networkingv1.NetworkPolicyPortArgs {
 	return networkingv1.NetworkPolicyPortArgs{Protocol: pulumi.String(protocol), Port: pulumi.Int(port)}
 }
 
-func newNetworkPolicies(ctx *pulumi.Context, name string, cfg networkConfig, namespace pulumi.StringOutput, parent pulumi.Resource) error {
+func newNetworkPolicies(ctx *pulumi.Context, name string, cfg networkConfig, namespace pulumi.StringOutput, opts ...pulumi.ResourceOption) error {
 	for _, p := range networkPolicies(cfg) {
 		_, err := networkingv1.NewNetworkPolicy(ctx, name+"-"+p.name, &networkingv1.NetworkPolicyArgs{
 			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(p.name), Namespace: namespace, Labels: managedLabels(nil)},
@@ -247,20 +247,20 @@ func newNetworkPolicies(ctx *pulumi.Context, name string, cfg networkConfig, nam
 				Ingress:     p.ingress,
 				Egress:      p.egress,
 			},
-		}, pulumi.Parent(parent))
+		}, opts...)
 		if err != nil {
 			return fmt.Errorf("creating NetworkPolicy %q: %w", p.name, err)
 		}
 	}
 	if cfg.cilium {
-		return newCiliumAPIServerPolicy(ctx, name, cfg, namespace, parent)
+		return newCiliumAPIServerPolicy(ctx, name, cfg, namespace, opts...)
 	}
 	return nil
 }
 
 // newCiliumAPIServerPolicy allows egress to Cilium's kube-apiserver entity, which stands for the API server wherever
 // it runs (docs.cilium.io policy language, Entities).
-func newCiliumAPIServerPolicy(ctx *pulumi.Context, name string, cfg networkConfig, namespace pulumi.StringOutput, parent pulumi.Resource) error {
+func newCiliumAPIServerPolicy(ctx *pulumi.Context, name string, cfg networkConfig, namespace pulumi.StringOutput, opts ...pulumi.ResourceOption) error {
 	var ports []any
 	for _, p := range cfg.apiServerPorts {
 		ports = append(ports, map[string]any{"port": fmt.Sprint(p), "protocol": "TCP"})
@@ -277,7 +277,7 @@ func newCiliumAPIServerPolicy(ctx *pulumi.Context, name string, cfg networkConfi
 				"toPorts":    []any{map[string]any{"ports": ports}},
 			}},
 		}},
-	}, pulumi.Parent(parent))
+	}, opts...)
 	if err != nil {
 		return fmt.Errorf("creating CiliumNetworkPolicy %q: %w", policyName, err)
 	}

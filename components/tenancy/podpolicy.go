@@ -1,6 +1,8 @@
 package tenancy
 
 import (
+	"fmt"
+
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 )
 
@@ -183,24 +185,55 @@ var nodeDevicePolicy = func(runtimeClasses []string) admissionPolicy {
 	}
 }
 
-// Taints every pod may tolerate: the DefaultTolerationSeconds admission plugin gives each pod a bounded toleration of
-// both (kubernetes v1.34.4 plugin/pkg/admission/defaulttolerationseconds/admission.go).
-var defaultTolerableTaints = []string{"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+// Taints every tenant pod may tolerate, because Kubernetes itself adds the tolerations inside the tenant's virtual
+// cluster and vCluster copies them to the host pod: the DefaultTolerationSeconds admission plugin gives every pod a
+// bounded toleration of not-ready and unreachable (kubernetes v1.34.4
+// plugin/pkg/admission/defaulttolerationseconds/admission.go), and the DaemonSet controller gives every DaemonSet pod
+// the node-condition taints, unschedulable among them, and network-unavailable to host-network pods (kubernetes
+// v1.34.4 pkg/controller/daemon/util/daemonset_util.go AddOrUpdateDaemonPodTolerations). A validating policy cannot
+// take a toleration off, so refusing them would refuse every tenant DaemonSet. The cost is that a cordon
+// (node.kubernetes.io/unschedulable) does not keep tenant pods off a node: quarantine and maintenance use
+// MaintenanceTaint, which no tenant may tolerate (docs/threat-model.md, "Node placement").
+var DefaultTolerableTaints = []string{
+	"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+	"node.kubernetes.io/disk-pressure", "node.kubernetes.io/memory-pressure", "node.kubernetes.io/pid-pressure",
+	"node.kubernetes.io/unschedulable", "node.kubernetes.io/network-unavailable",
+}
 
-// DefaultScheduler is the scheduler every tenant pod must go through.
+// MaintenanceTaint is the taint the platform puts on a node to drain it of tenant pods (NoExecute) or keep them off
+// it (NoSchedule): for maintenance, a faulty GPU, or quarantine. No tenant pod may tolerate it, so unlike a cordon it
+// holds against tenant DaemonSets too.
+const MaintenanceTaint = "gpu-tenancy.io/maintenance"
+
+// DefaultScheduler is the scheduler every tenant pod may go through; AdmissionArgs.Schedulers adds others.
 const DefaultScheduler = "default-scheduler"
 
+// DefaultMaxTenantPriority is the highest priority a tenant pod may have without a class the platform lists: the
+// priority of a pod without a class on a cluster without a default class (kubernetes v1.34.4
+// pkg/apis/scheduling/types.go DefaultPriorityWhenNoDefaultClassExists). No tenant pod then preempts another tenant's.
+const DefaultMaxTenantPriority = 0
+
 // podPlacementPolicy keeps tenant pods where the platform places them:
-//   - tolerations only of the taints listed (the GPU pools', the two every pod gets, and those the platform adds); a
-//     toleration without a key tolerates every taint: cordoned, drained and quarantined nodes, and NoExecute taints
-//     that would evict it. Tolerations may be added to a running pod, so updates are checked too;
+//   - tolerations only of the taints listed (the GPU pools', those Kubernetes adds itself, and those the platform
+//     adds); a toleration without a key tolerates every taint, MaintenanceTaint among them. Tolerations may be added
+//     to a running pod, so updates are checked too;
 //   - no spec.nodeName at creation: a pod bound on creation skips the scheduler, and the kubelet enforces only
-//     NoExecute taints (kubernetes v1.34.4 pkg/kubelet/lifecycle/predicate.go), so NoSchedule taints and cordons
-//     would not stop it. vCluster leaves it empty unless its own scheduler is on, which the platform never turns on;
-//   - the default scheduler only, which applies those taints;
-//   - no priority class outside the platform's list: a pod of system-node-critical preempts other tenants' pods and
-//     is the last one a node evicts (plugin/pkg/admission/priority/admission.go resolves any class for any namespace).
-func podPlacementPolicy(tolerableTaints, priorityClasses []string) admissionPolicy {
+//     NoExecute taints (kubernetes v1.34.4 pkg/kubelet/lifecycle/predicate.go), so NoSchedule taints would not stop
+//     it. vCluster leaves it empty unless its own scheduler is on, which the platform never turns on;
+//   - a scheduler the platform lists, which applies those taints;
+//   - a priority no higher than the platform's band (maxPriority), unless the pod names a class the platform lists:
+//     a higher priority preempts other tenants' pods and is the last a node evicts. The Priority admission plugin has
+//     resolved spec.priority from the class (or the cluster's default class) before validating policies run
+//     (kubernetes v1.34.4 pkg/kubeapiserver/options/plugins.go, plugin/pkg/admission/priority/admission.go), so the
+//     value is checked, whoever created the class; a tenant's own synced classes are bounded by priorityClassPolicy;
+//   - pod affinity and anti-affinity only among the pod's own namespace: a term with namespaces or a
+//     namespaceSelector reaches other tenants' pods, and a required anti-affinity term is also honoured against pods
+//     scheduled later, so one tenant could keep others (their vCluster control planes included) off nodes or zones,
+//     or learn where they run (kubernetes v1.34.4 pkg/scheduler/framework/plugins/interpodaffinity/filtering.go).
+//     vCluster writes neither field (loft-sh/vcluster v0.36.1 pkg/controllers/resources/pods/translate/translator.go
+//     translatePodAffinityTerm), so a synced pod's terms always mean its own namespace. Topology spread constraints
+//     count only the pod's own namespace and need no rule.
+func podPlacementPolicy(tolerableTaints, priorityClasses, schedulers []string, maxPriority int) admissionPolicy {
 	return admissionPolicy{
 		name:  PodPlacementPolicy,
 		rules: []admissionRule{{group: "", resources: []string{"pods"}, operations: createUpdate}},
@@ -213,8 +246,16 @@ func podPlacementPolicy(tolerableTaints, priorityClasses []string) admissionPoli
 	.filter(t, !(t.?key.orValue('') in $TOLERABLE))
 	.map(t, t.?key.orValue('') == '' ? '(every taint)' : t.key)`},
 			{"nodeName", `variables.created ? object.spec.?nodeName.orValue('') : ''`},
-			{"scheduler", `variables.created ? object.spec.?schedulerName.orValue($SCHEDULER) : $SCHEDULER`},
+			{"scheduler", `variables.created ? object.spec.?schedulerName.orValue($DEFAULT_SCHEDULER) : $DEFAULT_SCHEDULER`},
 			{"priorityClass", `variables.created ? object.spec.?priorityClassName.orValue('') : ''`},
+			{"priority", `variables.created ? object.spec.?priority.orValue(0) : 0`},
+			{"foreignAffinity", `!variables.created ? [] :
+	(object.spec.?affinity.?podAffinity.?requiredDuringSchedulingIgnoredDuringExecution.orValue([]) +
+	 object.spec.?affinity.?podAntiAffinity.?requiredDuringSchedulingIgnoredDuringExecution.orValue([]) +
+	 object.spec.?affinity.?podAffinity.?preferredDuringSchedulingIgnoredDuringExecution.orValue([]).map(w, w.podAffinityTerm) +
+	 object.spec.?affinity.?podAntiAffinity.?preferredDuringSchedulingIgnoredDuringExecution.orValue([]).map(w, w.podAffinityTerm))
+	.filter(t, has(t.namespaceSelector) || t.?namespaces.orValue([]).exists(n, n != request.namespace))
+	.map(t, t.topologyKey)`},
 		},
 		validations: []celValidation{
 			{
@@ -225,26 +266,86 @@ func podPlacementPolicy(tolerableTaints, priorityClasses []string) admissionPoli
 			{
 				expression: `variables.nodeName == ''`,
 				message: `'tenant ' + variables.tenant + ': pod ' + object.metadata.name + ' names node ' + variables.nodeName +
-	': tenant pods are placed by the scheduler, which applies the taints of cordoned and quarantined nodes'`,
+	': tenant pods are placed by the scheduler, which applies the taints of nodes under maintenance or quarantine'`,
 			},
 			{
-				expression: `variables.scheduler == $SCHEDULER`,
+				expression: `variables.scheduler in $SCHEDULERS`,
 				message: `'tenant ' + variables.tenant + ': pod ' + object.metadata.name + ' asks for scheduler ' + variables.scheduler +
-	'; tenant pods are placed by ' + $SCHEDULER`,
+	'; tenant pods are placed by ' + $SCHEDULERS.join(', ')`,
 			},
 			{
-				expression: `variables.priorityClass == '' || variables.priorityClass in $PRIORITY_CLASSES`,
-				message: `'tenant ' + variables.tenant + ': pod ' + object.metadata.name + ' asks for PriorityClass ' +
-	variables.priorityClass + '; tenant pods may use ' + ($PRIORITY_CLASSES.size() == 0 ? 'none' : $PRIORITY_CLASSES.join(', ')) +
-	': a higher priority preempts other tenants\' pods'`,
+				expression: `variables.priorityClass in $PRIORITY_CLASSES || variables.priority <= $MAX_PRIORITY`,
+				message: `'tenant ' + variables.tenant + ': pod ' + object.metadata.name + ' has priority ' + string(variables.priority) +
+	(variables.priorityClass == '' ? '' : ' (PriorityClass ' + variables.priorityClass + ')') +
+	'; tenant pods may have at most ' + string($MAX_PRIORITY) + ' unless they name a class the platform allows (' +
+	($PRIORITY_CLASSES.size() == 0 ? 'none' : $PRIORITY_CLASSES.join(', ')) + '): a higher priority preempts other tenants\' pods'`,
+			},
+			{
+				expression: `size(variables.foreignAffinity) == 0`,
+				message: `'tenant ' + variables.tenant + ': pod ' + object.metadata.name + ' has pod affinity terms (topology ' +
+	variables.foreignAffinity.join(', ') + ') that reach other namespaces (namespaces or namespaceSelector): ' +
+	'tenant pods may be placed only relative to their own namespace\'s pods'`,
 			},
 		},
 		literals: map[string]string{
 			"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "TOLERABLE": celList(tolerableTaints),
-			"PRIORITY_CLASSES": celList(priorityClasses), "SCHEDULER": celString(DefaultScheduler),
+			"PRIORITY_CLASSES": celList(priorityClasses), "DEFAULT_SCHEDULER": celString(DefaultScheduler),
+			"SCHEDULERS":   celList(uniqueSorted(append([]string{DefaultScheduler}, schedulers...))),
+			"MAX_PRIORITY": fmt.Sprint(maxPriority),
 		},
 	}
 }
+
+// priorityClassPolicy bounds the PriorityClasses a tenant's identities write. vCluster copies each PriorityClass of
+// the virtual cluster to the host (sync.toHost.priorityClasses), so that a pod of a class with preemptionPolicy Never
+// keeps its class on the host, where the Priority admission plugin otherwise refuses a pod that sets Never without a
+// class (kubernetes v1.34.4 plugin/pkg/admission/priority/admission.go; loft-sh/vcluster v0.36.1
+// pkg/controllers/resources/pods/translate/translator.go). That sync grants the syncer every verb on every
+// PriorityClass of the cluster (chart/templates/clusterrole.yaml), so a tenant identity may create or change only a
+// class of its own vCluster (label vcluster.loft.sh/managed-by, which vCluster sets: pkg/util/translate), never the
+// cluster's default (globalDefault), never above the tenants' band, and may delete only its own. vCluster's copy of a
+// virtual system class is capped at the highest user value (1e9: priorityclasses/translate.go) and so refused here.
+func priorityClassPolicy(maxPriority int, controllerNamespaces []string) admissionPolicy {
+	// vCluster labels a cluster-scoped host object with vcluster-<tenant>-x-<tenant>, cut to 52 characters and a hash
+	// past 63 (loft-sh/vcluster v0.36.1 pkg/util/translate/single_namespace.go MarkerLabelCluster, translate.go
+	// SafeConcatName); CEL has no SHA-256, so a long one is matched on the part before the hash.
+	owned := func(label string) string {
+		return `(size(variables.marker) <= 63 ? ` + label + ` == variables.marker :
+	size(` + label + `) == 63 && ` + label + `.startsWith(variables.marker.substring(0, 52) + '-'))`
+	}
+	return admissionPolicy{
+		name:            PriorityClassPolicy,
+		rules:           []admissionRule{{group: "scheduling.k8s.io", resources: []string{"priorityclasses"}, operations: []string{"CREATE", "UPDATE", "DELETE"}}},
+		matchConditions: []celNamed{{"a-tenant-identity", celTenantServiceAccount}},
+		variables: []celNamed{
+			{"tenant", celTenantOfServiceAccount},
+			{"marker", `$NAMESPACE_PREFIX + variables.tenant + '-x-' + variables.tenant`},
+			{"class", `request.operation == 'DELETE' ? oldObject : object`},
+			{"owner", `variables.class.metadata.?labels[?$MANAGED_BY].orValue('')`},
+			{"oldOwner", `request.operation == 'CREATE' ? variables.owner : oldObject.metadata.?labels[?$MANAGED_BY].orValue('')`},
+		},
+		validations: []celValidation{
+			{
+				expression: owned("variables.owner") + ` && ` + owned("variables.oldOwner"),
+				message: `'tenant ' + variables.tenant + ' (' + request.userInfo.username + ') may write only the PriorityClasses of its own vCluster (' +
+	$MANAGED_BY + '=' + variables.marker + '), not ' + variables.class.metadata.name`,
+			},
+			{
+				expression: `request.operation == 'DELETE' || (object.value <= $MAX_PRIORITY && !object.?globalDefault.orValue(false))`,
+				message: `'tenant ' + variables.tenant + ': PriorityClass ' + variables.class.metadata.name + ' may have a value of at most ' +
+	string($MAX_PRIORITY) + ' and may not be the cluster\'s default: it would preempt other tenants\' pods'`,
+			},
+		},
+		literals: map[string]string{
+			"MANAGED_BY": celString(VClusterManagedByLabel), "MAX_PRIORITY": fmt.Sprint(maxPriority),
+			"NAMESPACE_PREFIX": celString(naming.NamespacePrefix), "PLATFORM_NAMESPACES": celList(controllerNamespaces),
+		},
+	}
+}
+
+// VClusterManagedByLabel is the label vCluster puts on every object it writes to the host, naming its release (the
+// tenant) (loft-sh/vcluster v0.36.1 pkg/util/translate/labels.go MarkerLabel).
+const VClusterManagedByLabel = "vcluster.loft.sh/managed-by"
 
 // podPhasePolicy: a pod's phase and claim statuses are the kubelet's and the scheduler's to write. A tenant's syncer
 // holds patch on pods/status (loft-sh/vcluster v0.36.1 chart/templates/role.yaml), and a forged terminal phase tells

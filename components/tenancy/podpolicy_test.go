@@ -1,6 +1,12 @@
 package tenancy
 
 import (
+	"fmt"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -118,6 +124,23 @@ func TestNoNodeDevicePathsAroundDRA(t *testing.T) {
 	})
 }
 
+// prioritized sets a pod's class and the priority the Priority admission plugin resolves from it.
+func prioritized(class string, priority int32) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Spec.PriorityClassName, p.Spec.Priority = class, ptr.To(priority) }
+}
+
+func withAffinity(term corev1.PodAffinityTerm) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}}
+	}
+}
+
+func withAntiAffinity(term corev1.PodAffinityTerm) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}}
+	}
+}
+
 func TestPodsArePlacedByTheScheduler(t *testing.T) {
 	admission := testAdmission
 	admission.PriorityClasses = []string{"tenant-batch"}
@@ -138,17 +161,52 @@ func TestPodsArePlacedByTheScheduler(t *testing.T) {
 		{"a taint the platform lists", tolerating(corev1.Toleration{Key: "example.com/spot", Operator: corev1.TolerationOpExists}), nil},
 		{"every taint", tolerating(gpu, corev1.Toleration{Operator: corev1.TolerationOpExists}),
 			[]string{"pod test tolerates taints (every taint); tenant pods may tolerate only"}},
-		{"cordoned nodes", tolerating(corev1.Toleration{Key: "node.kubernetes.io/unschedulable", Operator: corev1.TolerationOpExists}),
-			[]string{"node.kubernetes.io/unschedulable"}},
+		// The tolerations the DaemonSet controller gives every DaemonSet pod (kubernetes v1.34.4
+		// pkg/controller/daemon/util/daemonset_util.go), cordons included: a tenant DaemonSet runs.
+		{"a DaemonSet pod's tolerations", tolerating(
+			corev1.Toleration{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+			corev1.Toleration{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+			corev1.Toleration{Key: "node.kubernetes.io/disk-pressure", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+			corev1.Toleration{Key: "node.kubernetes.io/memory-pressure", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+			corev1.Toleration{Key: "node.kubernetes.io/pid-pressure", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+			corev1.Toleration{Key: "node.kubernetes.io/unschedulable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+			corev1.Toleration{Key: "node.kubernetes.io/network-unavailable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+			gpu), nil},
+		{"the platform's maintenance taint", tolerating(corev1.Toleration{Key: MaintenanceTaint, Operator: corev1.TolerationOpExists}),
+			[]string{"tolerates taints " + MaintenanceTaint}},
 		{"a quarantine taint", tolerating(corev1.Toleration{Key: "example.com/quarantine", Value: "x", Effect: corev1.TaintEffectNoExecute}),
 			[]string{"example.com/quarantine"}},
 		{"a node picked at creation", func(p *corev1.Pod) { p.Spec.NodeName = "gpu-a100-whole-0" },
 			[]string{"pod test names node gpu-a100-whole-0"}},
 		{"another scheduler", func(p *corev1.Pod) { p.Spec.SchedulerName = "lenient" }, []string{"asks for scheduler lenient"}},
 		{"the default scheduler", func(p *corev1.Pod) { p.Spec.SchedulerName = DefaultScheduler }, nil},
-		{"a critical priority class", func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-node-critical" },
-			[]string{"asks for PriorityClass system-node-critical; tenant pods may use tenant-batch"}},
-		{"a listed priority class", func(p *corev1.Pod) { p.Spec.PriorityClassName = "tenant-batch" }, nil},
+		// As the Priority admission plugin leaves the pod before validating policies run: spec.priority resolved from
+		// the class.
+		{"a critical priority class", prioritized("system-node-critical", 2000001000),
+			[]string{"pod test has priority 2000001000 (PriorityClass system-node-critical); tenant pods may have at most 0 unless they name a class the platform allows (tenant-batch)"}},
+		{"a class of a higher value", prioritized("vcluster-high-x-vcluster-team-a-x-team-a", 1000),
+			[]string{"pod test has priority 1000"}},
+		{"a listed priority class, whatever its value", prioritized("tenant-batch", 5000), nil},
+		{"a non-preempting class of the tenant's vCluster", func(p *corev1.Pod) {
+			prioritized("vcluster-batch-x-vcluster-team-a-x-team-a", 0)(p)
+			p.Spec.PreemptionPolicy = ptr.To(corev1.PreemptNever)
+		}, nil},
+		{"a lower priority", prioritized("vcluster-scavenger-x-vcluster-team-a-x-team-a", -10), nil},
+		{"affinity among its own namespace's pods", withAffinity(corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}), nil},
+		{"affinity naming its own namespace", withAffinity(corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
+			Namespaces: []string{tenantNS}, LabelSelector: &metav1.LabelSelector{}}), nil},
+		{"anti-affinity against every namespace", withAntiAffinity(corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
+			NamespaceSelector: &metav1.LabelSelector{}, LabelSelector: &metav1.LabelSelector{}}),
+			[]string{"pod test has pod affinity terms (topology kubernetes.io/hostname) that reach other namespaces"}},
+		{"affinity naming another tenant's namespace", withAffinity(corev1.PodAffinityTerm{TopologyKey: "topology.kubernetes.io/zone",
+			Namespaces: []string{"vcluster-team-b"}, LabelSelector: &metav1.LabelSelector{}}),
+			[]string{"topology topology.kubernetes.io/zone"}},
+		{"preferred anti-affinity by namespace labels", func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+				Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"gpu-tenancy.io/tenant": "team-b"}}}}}}}
+		}, []string{"reach other namespaces"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			assertDenied(t, h.create(t, tenantNS, podGVK, podGVR, tenantPod(tt.edit)), tt.wantDenied)
@@ -292,6 +350,134 @@ func TestServicesDoNotCaptureOthersTraffic(t *testing.T) {
 		[]string{"tenant team-a: Service web sets externalIPs 203.0.113.10"})
 	assertDenied(t, h.admit(t, tenantNS, serviceGVK, serviceGVR, svc("203.0.113.11"), svc()), []string{"203.0.113.11"})
 	assert.Empty(t, h.create(t, "ml-platform", serviceGVK, serviceGVR, svc("203.0.113.10")), "outside tenant namespaces")
+	ports := func(n int) *corev1.Service {
+		s := svc()
+		s.Spec.Ports = nil
+		for i := range n {
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: int32(8000 + i)})
+		}
+		return s
+	}
+	assert.Empty(t, h.create(t, tenantNS, serviceGVK, serviceGVR, ports(MaxEndpointPorts)), "ten ports")
+	assertDenied(t, h.create(t, tenantNS, serviceGVK, serviceGVR, ports(MaxEndpointPorts+1)),
+		[]string{"Service web has 11 ports; a tenant Service may have at most 10"})
+}
+
+// Every endpoint of every port is programmed on every node: a tenant's EndpointSlices and Endpoints are bounded in
+// both, whoever writes them, the host's controllers' slices of ordinary Services fitting within.
+func TestEndpointsProgrammedOnEveryNodeAreBounded(t *testing.T) {
+	h := newHarness(t, runPlatform(t, testClasses, teamA()))
+	slice := func(endpoints, ports int) *discoveryv1.EndpointSlice {
+		s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "web-abc", Namespace: tenantNS,
+			Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}, AddressType: discoveryv1.AddressTypeIPv4}
+		for i := range endpoints {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)}})
+		}
+		for i := range ports {
+			s.Ports = append(s.Ports, discoveryv1.EndpointPort{Port: ptr.To(int32(8000 + i))})
+		}
+		return s
+	}
+	endpoints := func(addresses, ports int) *corev1.Endpoints {
+		e := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: tenantNS}, Subsets: []corev1.EndpointSubset{{}}}
+		for i := range addresses {
+			e.Subsets[0].Addresses = append(e.Subsets[0].Addresses, corev1.EndpointAddress{IP: fmt.Sprintf("10.2.%d.%d", i/250, i%250+1)})
+		}
+		for i := range ports {
+			e.Subsets[0].Ports = append(e.Subsets[0].Ports, corev1.EndpointPort{Port: int32(9000 + i)})
+		}
+		return e
+	}
+	controller := "system:serviceaccount:kube-system:endpointslice-controller"
+	for _, tt := range []struct {
+		name       string
+		obj        runtime.Object
+		gvk        schema.GroupVersionKind
+		gvr        schema.GroupVersionResource
+		user       string
+		wantDenied []string
+	}{
+		{"a Service's slice as the controller writes it", slice(100, 3), sliceGVK, sliceGVR, controller, nil},
+		{"a selector-less Service's slice as vCluster copies it", slice(2, 1), sliceGVK, sliceGVR, "", nil},
+		{"a slice of too many endpoints", slice(101, 1), sliceGVK, sliceGVR, "",
+			[]string{"EndpointSlice web-abc has 101 endpoints and 1 ports; at most 100 and 10"}},
+		{"a slice of too many ports", slice(1, 11), sliceGVK, sliceGVR, "", []string{"has 1 endpoints and 11 ports"}},
+		{"the controller's slice of a Service too wide", slice(100, 11), sliceGVK, sliceGVR, controller, []string{"11 ports"}},
+		{"Endpoints of a selector-less Service", endpoints(3, 2), endpointsGVK, endpointsGVR, "", nil},
+		{"Endpoints of too many addresses", endpoints(101, 1), endpointsGVK, endpointsGVR, "", []string{"Endpoints db has 101 endpoints"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assertDenied(t, h.do(t, request{namespace: tenantNS, gvk: tt.gvk, gvr: tt.gvr, obj: tt.obj, user: tt.user}), tt.wantDenied)
+		})
+	}
+}
+
+// A tenant's vCluster copies its PriorityClasses to the host, so its non-preempting pods keep their class there; what
+// it writes stays within the tenants' band and its own vCluster's classes.
+func TestTenantsPriorityClassesStayInTheirBand(t *testing.T) {
+	h := newHarness(t, runPlatform(t, testClasses, teamA(), teamB()))
+	class := func(name, owner string, value int32, edit func(*schedulingv1.PriorityClass)) *schedulingv1.PriorityClass {
+		c := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}, Value: value,
+			PreemptionPolicy: ptr.To(corev1.PreemptNever)}
+		if owner != "" {
+			c.Labels[VClusterManagedByLabel] = owner
+		}
+		if edit != nil {
+			edit(c)
+		}
+		return c
+	}
+	teamA := "vcluster-team-a-x-team-a"
+	syncerA := syncer("vcluster-team-a")
+	long := "tenant-with-a-name-long-enough-to-be-hashed"
+	longMarker := ("vcluster-" + long + "-x-" + long)[:52] + "-0123456789"
+	for _, tt := range []struct {
+		name       string
+		obj, old   *schedulingv1.PriorityClass
+		delete     bool
+		user       string
+		wantDenied []string
+	}{
+		{name: "a non-preempting class of its own", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0, nil)},
+		{name: "a lower class of its own", obj: class("vcluster-scavenger-x-vcluster-team-a-x-team-a", teamA, -100, nil)},
+		{name: "a class above the band", obj: class("vcluster-high-x-vcluster-team-a-x-team-a", teamA, 1000, nil),
+			wantDenied: []string{"PriorityClass vcluster-high-x-vcluster-team-a-x-team-a may have a value of at most 0"}},
+		{name: "a virtual system class as vCluster caps it", obj: class("vcluster-system-node-critical-x-vcluster-team-a-x-team-a", teamA, 1000000000, nil),
+			wantDenied: []string{"may have a value of at most 0"}},
+		{name: "the cluster's default class", obj: class("vcluster-default-x-vcluster-team-a-x-team-a", teamA, 0,
+			func(c *schedulingv1.PriorityClass) { c.GlobalDefault = true }), wantDenied: []string{"may not be the cluster's default"}},
+		{name: "a class posing as another tenant's", obj: class("vcluster-batch-x-vcluster-team-b-x-team-b", "vcluster-team-b-x-team-b", 0, nil),
+			wantDenied: []string{"tenant team-a (" + syncerA + ") may write only the PriorityClasses of its own vCluster"}},
+		{name: "a class without a vCluster's label", obj: class("batch", "", 0, nil), wantDenied: []string{"may write only the PriorityClasses of its own vCluster"}},
+		{name: "another tenant's class taken over", obj: class("vcluster-batch-x-vcluster-team-b-x-team-b", teamA, 0, nil),
+			old: class("vcluster-batch-x-vcluster-team-b-x-team-b", "vcluster-team-b-x-team-b", 0, nil), wantDenied: []string{"its own vCluster"}},
+		{name: "another tenant's class deleted", old: class("vcluster-batch-x-vcluster-team-b-x-team-b", "vcluster-team-b-x-team-b", 0, nil),
+			delete: true, wantDenied: []string{"its own vCluster"}},
+		{name: "the platform's own class deleted", old: class("platform-batch", "", 100, nil), delete: true, wantDenied: []string{"its own vCluster"}},
+		{name: "its own class deleted", old: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0, nil), delete: true},
+		{name: "a class of a tenant whose marker is hashed", obj: class("vcluster-batch-x-hashed", longMarker, 0, nil),
+			user: syncer("vcluster-" + long)},
+		{name: "the platform's own identity", obj: class("platform-high", "", 100000, nil), user: "admin"},
+		{name: "a controller of the platform", obj: class("platform-high", "", 100000, nil),
+			user: "system:serviceaccount:vcluster-platform:loft"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := request{gvk: priorityClassGVK, gvr: priorityClassGVR, user: tt.user}
+			if r.user == "" {
+				r.user = syncerA
+			}
+			if tt.obj != nil {
+				r.obj = tt.obj
+			}
+			if tt.old != nil {
+				r.old = tt.old
+			}
+			if tt.delete {
+				r.obj, r.deleteOptions = nil, &metav1.DeleteOptions{}
+			}
+			assertDenied(t, h.do(t, r), tt.wantDenied)
+		})
+	}
 }
 
 func TestVolumeClaimsDoNotBindExistingVolumes(t *testing.T) {
@@ -309,6 +495,10 @@ func TestVolumeClaimsDoNotBindExistingVolumes(t *testing.T) {
 	assertDenied(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(func(c *corev1.PersistentVolumeClaim) {
 		c.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "b"}}
 	})), []string{"selects existing volumes by label"})
+	assertDenied(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(func(c *corev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr.To("") })),
+		[]string{"asks for the empty storage class"})
+	assert.Empty(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(func(c *corev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr.To("standard-rwo") })),
+		"a claim of a storage class")
 	bound := pvc(func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeName = "pv-1" })
 	assertDenied(t, h.admit(t, tenantNS, pvcGVK, pvcGVR, bound, pvc(nil)), []string{"names volume pv-1"})
 	binder := request{namespace: tenantNS, gvk: pvcGVK, gvr: pvcGVR, obj: bound, old: pvc(nil),
@@ -317,8 +507,14 @@ func TestVolumeClaimsDoNotBindExistingVolumes(t *testing.T) {
 }
 
 var (
-	serviceGVK = corev1.SchemeGroupVersion.WithKind("Service")
-	serviceGVR = corev1.SchemeGroupVersion.WithResource("services")
-	pvcGVK     = corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim")
-	pvcGVR     = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+	sliceGVK         = discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice")
+	sliceGVR         = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
+	endpointsGVK     = corev1.SchemeGroupVersion.WithKind("Endpoints")
+	endpointsGVR     = corev1.SchemeGroupVersion.WithResource("endpoints")
+	priorityClassGVK = schedulingv1.SchemeGroupVersion.WithKind("PriorityClass")
+	priorityClassGVR = schedulingv1.SchemeGroupVersion.WithResource("priorityclasses")
+	serviceGVK       = corev1.SchemeGroupVersion.WithKind("Service")
+	serviceGVR       = corev1.SchemeGroupVersion.WithResource("services")
+	pvcGVK           = corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim")
+	pvcGVR           = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
 )

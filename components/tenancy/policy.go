@@ -47,8 +47,15 @@ const (
 	ClaimDeleteProtectionPolicy = "gpu-tenancy-claim-delete-protection"
 	// ServicePolicy refuses tenant Services with externalIPs.
 	ServicePolicy = "gpu-tenancy-service-external-ips"
-	// VolumeClaimPolicy refuses tenant claims that bind an existing volume by name or label.
+	// VolumeClaimPolicy refuses tenant claims that bind an existing volume by name, label or the empty class.
 	VolumeClaimPolicy = "gpu-tenancy-volume-claims-from-storage-classes"
+	// PriorityClassPolicy bounds the PriorityClasses a tenant's vCluster writes to the host.
+	PriorityClassPolicy = "gpu-tenancy-tenant-priority-classes"
+	// ClaimShapePolicy bounds what one tenant claim may ask of the scheduler, and keeps driver configuration to the
+	// class.
+	ClaimShapePolicy = "gpu-tenancy-claim-shape"
+	// EndpointsPolicy bounds the endpoints and ports one tenant object programs on every node.
+	EndpointsPolicy = "gpu-tenancy-endpoint-size"
 )
 
 // An empty subResource is left out of an admission request (k8s.io/api v0.34.4 admission/v1/types.go omitempty), so
@@ -71,6 +78,12 @@ const (
 	// kubernetes.io/service-account-token). The kubelet, the scheduler and the controllers have identities of their own.
 	celTenantIdentity = `request.userInfo.username.startsWith('system:serviceaccount:' + request.namespace + ':')`
 	celTenant         = `namespaceObject.metadata.?labels[?$TENANT_LABEL].orValue(namespaceObject.metadata.name)`
+	// celTenantServiceAccount matches, on a cluster-scoped object where there is no namespace to bind by, a service
+	// account of a tenant host namespace (not of a platform namespace that shares the prefix, such as
+	// vcluster-platform); celTenantOfServiceAccount is its tenant.
+	celTenantServiceAccount = `request.userInfo.username.startsWith('system:serviceaccount:' + $NAMESPACE_PREFIX) &&
+	!(request.userInfo.username.split(':')[2] in $PLATFORM_NAMESPACES)`
+	celTenantOfServiceAccount = `request.userInfo.username.split(':')[2].substring(size($NAMESPACE_PREFIX))`
 )
 
 // namespaceLabelPolicy keeps the tenant label on tenant host namespaces only: a namespace named otherwise that
@@ -171,8 +184,7 @@ func (p admissionPolicy) args() *admissionv1.ValidatingAdmissionPolicyArgs {
 }
 
 // binding binds the policy with Deny to the namespaces selector picks (all when nil).
-func (p admissionPolicy) binding(policy *admissionv1.ValidatingAdmissionPolicy, selector *metav1.LabelSelectorArgs,
-	extraLabels map[string]string) *admissionv1.ValidatingAdmissionPolicyBindingArgs {
+func (p admissionPolicy) binding(policy *admissionv1.ValidatingAdmissionPolicy, selector *metav1.LabelSelectorArgs) *admissionv1.ValidatingAdmissionPolicyBindingArgs {
 	spec := &admissionv1.ValidatingAdmissionPolicyBindingSpecArgs{
 		PolicyName:        policy.Metadata.Name().Elem(),
 		ValidationActions: pulumi.ToStringArray([]string{"Deny"}),
@@ -181,40 +193,23 @@ func (p admissionPolicy) binding(policy *admissionv1.ValidatingAdmissionPolicy, 
 		spec.MatchResources = &admissionv1.MatchResourcesArgs{NamespaceSelector: selector}
 	}
 	return &admissionv1.ValidatingAdmissionPolicyBindingArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(p.name), Labels: managedLabels(extraLabels)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(p.name), Labels: managedLabels(nil)},
 		Spec:     spec,
 	}
 }
 
 // newPolicy creates the policy and its binding under parent.
 func newPolicy(ctx *pulumi.Context, resourceName string, p admissionPolicy, selector *metav1.LabelSelectorArgs,
-	extraLabels map[string]string, parent pulumi.Resource) (*admissionv1.ValidatingAdmissionPolicyBinding, error) {
+	parent pulumi.Resource) (*admissionv1.ValidatingAdmissionPolicyBinding, error) {
 	policy, err := admissionv1.NewValidatingAdmissionPolicy(ctx, resourceName, p.args(), pulumi.Parent(parent))
 	if err != nil {
 		return nil, fmt.Errorf("creating ValidatingAdmissionPolicy %q: %w", p.name, err)
 	}
-	binding, err := admissionv1.NewValidatingAdmissionPolicyBinding(ctx, resourceName, p.binding(policy, selector, extraLabels), pulumi.Parent(parent))
+	binding, err := admissionv1.NewValidatingAdmissionPolicyBinding(ctx, resourceName, p.binding(policy, selector), pulumi.Parent(parent))
 	if err != nil {
 		return nil, fmt.Errorf("creating ValidatingAdmissionPolicyBinding %q: %w", p.name, err)
 	}
 	return binding, nil
-}
-
-// tenantNamespaces selects every tenant host namespace.
-func tenantNamespaces() *metav1.LabelSelectorArgs {
-	return &metav1.LabelSelectorArgs{MatchExpressions: metav1.LabelSelectorRequirementArray{metav1.LabelSelectorRequirementArgs{
-		Key: pulumi.String(naming.TenantNamespaceLabel), Operator: pulumi.String("Exists"),
-	}}}
-}
-
-// namespacesExcept selects every namespace but those named; nil (every namespace) when none are.
-func namespacesExcept(names []string) *metav1.LabelSelectorArgs {
-	if len(names) == 0 {
-		return nil
-	}
-	return &metav1.LabelSelectorArgs{MatchExpressions: metav1.LabelSelectorRequirementArray{metav1.LabelSelectorRequirementArgs{
-		Key: pulumi.String(namespaceNameLabel), Operator: pulumi.String("NotIn"), Values: pulumi.ToStringArray(names),
-	}}}
 }
 
 func celList(items []string) string {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
+	"k8s.io/utils/ptr"
 	"slices"
+	"strings"
 	"testing"
 
 	celgo "github.com/google/cel-go/cel"
@@ -332,7 +334,11 @@ func TestAdmissionPoliciesCompileWithTheAPIServerCompiler(t *testing.T) {
 	for _, cp := range h.policies {
 		names = append(names, cp.policy.Name)
 	}
-	assert.ElementsMatch(t, append(slices.Clone(guardNames), naming.EntitlementPolicy("team-a"), naming.EntitlementPolicy("team-b")), names)
+	var want []string
+	for _, g := range Guards(AdmissionArgs{}) {
+		want = append(want, g.Name)
+	}
+	assert.ElementsMatch(t, want, names, "one policy of each guard, none per tenant")
 }
 
 func TestCompileCatchesABrokenExpression(t *testing.T) {
@@ -346,12 +352,11 @@ func TestCompileCatchesABrokenExpression(t *testing.T) {
 }
 
 func TestRenderLeavesNoPlaceholderAndQuotesEveryLiteral(t *testing.T) {
-	p := entitlementPolicy(`te'am`, []string{`a') || true || ('`}, nil)
+	p := claimNamespacePolicy([]string{`a') || true || ('`})
 	for _, v := range p.variables {
 		assert.NotContains(t, p.render(v.expression), "$", "variable %s", v.name)
 	}
-	assert.Equal(t, `'te\'am'`, p.render(`$TENANT`))
-	assert.Equal(t, `['a\') || true || (\'']`, p.render(`$GRANTED`))
+	assert.Equal(t, `['a\') || true || (\'']`, p.render(`$CATALOG_CLASSES`))
 	assert.Equal(t, `$UNKNOWN`, p.render(`$UNKNOWN`), "an unknown placeholder stays and fails to compile")
 }
 
@@ -709,4 +714,72 @@ func TestPoliciesCheckUpdatesOnlyWhenTheSpecChanges(t *testing.T) {
 	relabelled := legacy.DeepCopy()
 	relabelled.Labels = map[string]string{"x": "y"}
 	assert.Empty(t, h.admit(t, "vcluster-team-a", podGVK, podGVR, relabelled, legacy), "a pod admitted before the policies keeps working")
+}
+
+// One claim may not cost the scheduler far more than the devices it gets, nor carry the driver's configuration; what a
+// GPU job asks for (a few requests, a few alternatives, a selector) stays admitted.
+func TestClaimShapeIsBounded(t *testing.T) {
+	h := newHarness(t, runPlatform(t, testClasses, teamA()))
+	selected := func(r resourceapi.DeviceRequest, n, length int) resourceapi.DeviceRequest {
+		for i := range n {
+			expr := fmt.Sprintf("device.attributes['gpu.nvidia.com'].index == %d", i)
+			expr += strings.Repeat(" ", max(0, length-len(expr)))
+			r.Exactly.Selectors = append(r.Exactly.Selectors, resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: expr}})
+		}
+		return r
+	}
+	requests := func(n int) []resourceapi.DeviceRequest {
+		var out []resourceapi.DeviceRequest
+		for i := range n {
+			out = append(out, exactly(fmt.Sprintf("r%d", i), "a100"))
+		}
+		return out
+	}
+	alternatives := make([]string, MaxClaimSubRequests+1)
+	for i := range alternatives {
+		alternatives[i] = "a100"
+	}
+	all := exactly("gpu", "a100")
+	all.Exactly.AllocationMode, all.Exactly.Count = resourceapi.DeviceAllocationModeAll, 0
+	firstAll := firstAvailable("gpu", "a100", "a100-1g.5gb")
+	firstAll.FirstAvailable[1].AllocationMode, firstAll.FirstAvailable[1].Count = resourceapi.DeviceAllocationModeAll, 0
+	configured := claimSpec(exactly("gpu", "a100"))
+	configured.Devices.Config = []resourceapi.DeviceClaimConfiguration{{Requests: []string{"gpu"}, DeviceConfiguration: resourceapi.DeviceConfiguration{
+		Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: "gpu.nvidia.com", Parameters: runtime.RawExtension{
+			Raw: []byte(`{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"MPS"}}`)}}}}}
+	constrained := claimSpec(requests(2)...)
+	for i := range MaxClaimConstraints + 1 {
+		constrained.Devices.Constraints = append(constrained.Devices.Constraints, resourceapi.DeviceConstraint{
+			MatchAttribute: ptr.To(resourceapi.FullyQualifiedName(fmt.Sprintf("gpu.nvidia.com/attr%d", i)))})
+	}
+	for _, tt := range []struct {
+		name       string
+		template   bool
+		spec       resourceapi.ResourceClaimSpec
+		wantDenied []string
+	}{
+		{name: "a job's claim: a few requests, alternatives and a selector",
+			spec: claimSpec(exactly("a", "a100"), firstAvailable("b", "a100", "a100-1g.5gb"), selected(exactly("c", "a100"), 2, 200))},
+		{name: "the most requests", spec: claimSpec(requests(MaxClaimRequests)...)},
+		{name: "too many requests", spec: claimSpec(requests(MaxClaimRequests + 1)...), wantDenied: []string{"has 9 device requests; a tenant claim may have at most 8"}},
+		{name: "too many requests in a template", template: true, spec: claimSpec(requests(MaxClaimRequests + 1)...),
+			wantDenied: []string{"has 9 device requests"}},
+		{name: "too many alternatives", spec: claimSpec(firstAvailable("gpu", alternatives...)), wantDenied: []string{"more than 8 firstAvailable alternatives"}},
+		{name: "too many selectors", spec: claimSpec(selected(exactly("gpu", "a100"), MaxClaimSelectors+1, 10)),
+			wantDenied: []string{"more than 4 selectors or a selector longer than 1024 characters"}},
+		{name: "a selector too long", spec: claimSpec(selected(exactly("gpu", "a100"), 1, MaxClaimSelectorLength+1)),
+			wantDenied: []string{"a selector longer than 1024"}},
+		{name: "every matching device", spec: claimSpec(all), wantDenied: []string{"asks for allocationMode All"}},
+		{name: "every matching device as an alternative", spec: claimSpec(firstAll), wantDenied: []string{"asks for allocationMode All"}},
+		{name: "too many constraints", spec: constrained, wantDenied: []string{"has more than 4 constraints"}},
+		{name: "the driver's configuration", spec: configured, wantDenied: []string{"carries device configuration (spec.devices.config)"}},
+		{name: "the driver's configuration in a template", template: true, spec: configured, wantDenied: []string{"carries device configuration"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assertDenied(t, claimOrTemplate(t, h, "vcluster-team-a", tt.template, tt.spec), tt.wantDenied)
+		})
+	}
+	t.Run("outside tenant namespaces the platform's own claims are its own", func(t *testing.T) {
+		assert.Empty(t, claimOrTemplate(t, h, "ml-platform", false, claimSpec(all)))
+	})
 }

@@ -17,16 +17,26 @@ import (
 
 // ContainerResources are CPU and memory quantities ("500m", "1Gi"); empty means unset.
 type ContainerResources struct {
-	CPU    string
-	Memory string
+	CPU    string `json:"cpu"`
+	Memory string `json:"memory"`
 }
 
-// Defaults for containers that declare no resources, so they still fit a quota that caps requests.cpu,
-// requests.memory and limits.memory. No CPU limit by default: CPU limits throttle, and the quota caps CPU requests.
-var (
-	DefaultContainerRequest = ContainerResources{CPU: "100m", Memory: "128Mi"}
-	DefaultContainerLimit   = ContainerResources{Memory: "512Mi"}
-)
+// LimitRange is the tenant namespace's container defaults (a LimitRange of type Container): what a container that
+// declares no request or limit gets, and the least it may request. A stack's `tenants[].limitRange` decodes into it.
+type LimitRange struct {
+	// DefaultRequest is a container's request when it sets none; empty fields take DefaultContainerRequest.
+	DefaultRequest ContainerResources `json:"defaultRequest"`
+	// DefaultLimit is a container's limit when it sets none. Empty: no CPU limit, and a memory limit of the tenant's
+	// memory quota, so a job that requests up to the quota and sets no limit is admitted (LimitRanger would otherwise
+	// give it a smaller limit than its request, and refuse it).
+	DefaultLimit ContainerResources `json:"defaultLimit"`
+	// MinRequest is the least a container may request; empty fields take DefaultContainerMin.
+	MinRequest ContainerResources `json:"minRequest"`
+}
+
+// DefaultContainerRequest is the request of a container that declares none, so it still costs the quota, which caps
+// requests. No CPU limit by default: CPU limits throttle, and the quota caps CPU requests.
+var DefaultContainerRequest = ContainerResources{CPU: "100m", Memory: "128Mi"}
 
 // DefaultContainerMin is the least CPU and memory a container may request, so a pod always costs the tenant's quota
 // something: without it, pods that request nothing fill a node's pod slots at no cost.
@@ -58,6 +68,13 @@ var ObjectQuotaKeys = map[string]int{
 	"count/endpoints":                              50,
 }
 
+// VClusterServices is how many Services a tenant's vCluster itself holds in its host namespace at most: its own
+// Service and headless Service from the chart, its CoreDNS Service (kube-dns-x-kube-system-x-<tenant>), and up to two
+// while it probes the service range on its first start (loft-sh/vcluster v0.36.1 chart/templates/service.yaml,
+// headless-service.yaml, pkg/coredns/template.go, pkg/util/servicecidr/servicecidr.go). Its per-node Services are off
+// (components/vcluster, proxyKubelets.byIP). The Service quota must leave the tenant room beyond them.
+const VClusterServices = 5
+
 // PodSecurityVersion pins the Pod Security Standards version tenant namespaces enforce, so a cluster upgrade does
 // not change what is admitted: the oldest Kubernetes version the platform supports.
 const PodSecurityVersion = "v1.34"
@@ -71,10 +88,15 @@ type TenantArgs struct {
 	Classes []string `json:"classes"`
 	// GPUQuota caps the devices the tenant may hold per granted class; every granted class needs an entry.
 	GPUQuota map[string]int `json:"gpuQuota"`
-	// CPUQuota and MemoryQuota cap the namespace's CPU requests and memory requests and limits ("16", "64Gi"). The
-	// vCluster's own control plane runs in the namespace and counts against them.
+	// CPUQuota and MemoryQuota cap the namespace's CPU and memory requests ("16", "64Gi"). The vCluster's own control
+	// plane runs in the namespace and counts against them.
 	CPUQuota    string `json:"cpuQuota"`
 	MemoryQuota string `json:"memoryQuota"`
+	// MemoryLimitQuota also caps the sum of the namespace's memory limits when set; unset by default, since a
+	// container without a limit gets the default limit (the memory quota) and a cap on limits would then admit one
+	// such pod. Requests are what the scheduler reserves; memory used above them is what the kubelet evicts first
+	// under node pressure (README, "Limits and quotas").
+	MemoryLimitQuota string `json:"memoryLimitQuota"`
 	// StorageQuota caps the storage its volume claims request ("100Gi"); the vCluster's own volume counts.
 	StorageQuota string `json:"storageQuota"`
 	// ObjectQuota overrides the object counts of ObjectQuotaKeys, by ResourceQuota key.
@@ -86,12 +108,8 @@ type TenantArgs struct {
 	// Warnings and audit annotations always apply restricted.
 	PodSecurity string `json:"podSecurity"`
 
-	// DefaultRequest and DefaultLimit are the LimitRange defaults for containers; empty fields take
-	// DefaultContainerRequest and DefaultContainerLimit.
-	DefaultRequest ContainerResources `json:"-"`
-	DefaultLimit   ContainerResources `json:"-"`
-	// MinRequest is the LimitRange minimum request per container; empty fields take DefaultContainerMin.
-	MinRequest ContainerResources `json:"-"`
+	// LimitRange is the namespace's container defaults.
+	LimitRange LimitRange `json:"limitRange"`
 	// Network holds the cluster-wide network settings every tenant shares.
 	Network NetworkArgs `json:"-"`
 	// Catalog is the GPU catalog; the tenant's namespace waits for its guards.
@@ -115,9 +133,9 @@ func (a TenantArgs) WithDefaults() TenantArgs {
 	objects := maps.Clone(ObjectQuotaKeys)
 	maps.Copy(objects, a.ObjectQuota)
 	a.ObjectQuota = objects
-	a.DefaultRequest = withDefaults(a.DefaultRequest, DefaultContainerRequest)
-	a.DefaultLimit = withDefaults(a.DefaultLimit, DefaultContainerLimit)
-	a.MinRequest = withDefaults(a.MinRequest, DefaultContainerMin)
+	a.LimitRange.DefaultRequest = withDefaults(a.LimitRange.DefaultRequest, DefaultContainerRequest)
+	a.LimitRange.DefaultLimit = withDefaults(a.LimitRange.DefaultLimit, ContainerResources{Memory: a.MemoryQuota})
+	a.LimitRange.MinRequest = withDefaults(a.LimitRange.MinRequest, DefaultContainerMin)
 	return a
 }
 
@@ -165,6 +183,15 @@ func (a *TenantArgs) Validate(path *field.Path) field.ErrorList {
 	errs = append(errs, fieldcheck.Quantity(path.Child("cpuQuota"), d.CPUQuota, true)...)
 	errs = append(errs, fieldcheck.Quantity(path.Child("memoryQuota"), d.MemoryQuota, true)...)
 	errs = append(errs, fieldcheck.Quantity(path.Child("storageQuota"), d.StorageQuota, true)...)
+	if d.MemoryLimitQuota != "" {
+		mp := path.Child("memoryLimitQuota")
+		errs = append(errs, fieldcheck.Quantity(mp, d.MemoryLimitQuota, true)...)
+		if above(d.LimitRange.DefaultLimit.Memory, d.MemoryLimitQuota) {
+			errs = append(errs, field.Invalid(mp, d.MemoryLimitQuota, fmt.Sprintf(
+				"must not be below the default memory limit %s (%s): every container that sets no limit would be refused",
+				d.LimitRange.DefaultLimit.Memory, path.Child("limitRange", "defaultLimit", "memory"))))
+		}
+	}
 	keys := slices.Sorted(maps.Keys(ObjectQuotaKeys))
 	for _, key := range slices.Sorted(maps.Keys(a.ObjectQuota)) {
 		qp := path.Child("objectQuota").Key(key)
@@ -174,7 +201,8 @@ func (a *TenantArgs) Validate(path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(qp, a.ObjectQuota[key], "must be 0 or more"))
 		}
 	}
-	errs = append(errs, validateContainerDefaults(path, d.DefaultRequest, d.DefaultLimit, d.MinRequest)...)
+	errs = append(errs, validateServiceRoom(path.Child("objectQuota"), d.ObjectQuota)...)
+	errs = append(errs, validateContainerDefaults(path.Child("limitRange"), d.LimitRange)...)
 	for j, c := range a.BlockedEgressCIDRs {
 		errs = append(errs, validateBlockedCIDR(path.Child("blockedEgressCIDRs").Index(j), c)...)
 	}
@@ -184,10 +212,30 @@ func (a *TenantArgs) Validate(path *field.Path) field.ErrorList {
 	return errs
 }
 
+// validateServiceRoom checks the object counts that grow with Services: the vCluster's own Services fit under the
+// Service quota, and the Endpoints and EndpointSlices the host's controllers write for each Service fit under theirs.
+func validateServiceRoom(path *field.Path, quota map[string]int) field.ErrorList {
+	var errs field.ErrorList
+	services := quota["services"]
+	if services < VClusterServices {
+		errs = append(errs, field.Invalid(path.Key("services"), services, fmt.Sprintf(
+			"must be at least %d: the tenant's vCluster itself holds up to %d Services (README, \"Limits and quotas\")",
+			VClusterServices, VClusterServices)))
+	}
+	for _, key := range []string{"count/endpoints", "count/endpointslices.discovery.k8s.io"} {
+		if quota[key] < services {
+			errs = append(errs, field.Invalid(path.Key(key), quota[key], fmt.Sprintf(
+				"must be at least the Service quota (%d): the host's controllers write one for each Service", services)))
+		}
+	}
+	return errs
+}
+
 // validateContainerDefaults checks the LimitRange: quantities, and min <= default request <= default limit, which
 // the API server would otherwise reject on every pod that takes the defaults.
-func validateContainerDefaults(path *field.Path, req, lim, min ContainerResources) field.ErrorList {
+func validateContainerDefaults(path *field.Path, lr LimitRange) field.ErrorList {
 	var errs field.ErrorList
+	req, lim, min := lr.DefaultRequest, lr.DefaultLimit, lr.MinRequest
 	for _, q := range []struct {
 		field, request, limit, min string
 	}{{"cpu", req.CPU, lim.CPU, min.CPU}, {"memory", req.Memory, lim.Memory, min.Memory}} {
@@ -222,9 +270,8 @@ func withDefaults(r, def ContainerResources) ContainerResources {
 	return r
 }
 
-// NewTenant creates the tenant's entitlement policy first and its namespace after it and the catalog's guards,
-// then the namespace's quota, container defaults and network policies. Tenants depend on the catalog only, never on
-// each other.
+// NewTenant creates the tenant's namespace, labelled with its grants, after the catalog's guards, then the
+// namespace's quota, container defaults and network policies. Tenants depend on the catalog only, never on each other.
 func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulumi.ResourceOption) (*Tenant, error) {
 	if args == nil {
 		return nil, errors.New("creating tenant: args are required")
@@ -243,25 +290,22 @@ func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulum
 		return nil, fmt.Errorf("registering tenant %q: %w", cfg.Name, err)
 	}
 
-	binding, err := newPolicy(ctx, name+"-entitlements", entitlementPolicy(cfg.Name, cfg.Classes, cfg.Catalog.Admission.TolerableDeviceTaints),
-		&metav1.LabelSelectorArgs{MatchLabels: pulumi.StringMap{naming.TenantNamespaceLabel: pulumi.String(cfg.Name)}},
-		map[string]string{naming.TenantNamespaceLabel: cfg.Name}, t)
-	if err != nil {
-		return nil, err
-	}
 	nsName := naming.Namespace(cfg.Name)
 	ns, err := corev1.NewNamespace(ctx, name+"-namespace", &corev1.NamespaceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(nsName), Labels: managedLabels(namespaceLabels(cfg.Name, cfg.PodSecurity))},
-	}, pulumi.Parent(t), pulumi.DependsOn(append([]pulumi.Resource{binding}, cfg.Catalog.Guards...)))
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(nsName), Labels: managedLabels(namespaceLabels(cfg.Name, cfg.PodSecurity, cfg.Classes))},
+	}, pulumi.Parent(t), pulumi.DependsOn(cfg.Catalog.Guards))
 	if err != nil {
 		return nil, fmt.Errorf("creating namespace %q: %w", nsName, err)
 	}
 	namespace := ns.Metadata.Name().Elem()
 
-	if t.Admission, err = newQuota(ctx, name, &cfg, namespace, t); err != nil {
+	// The namespace's own objects go with it: when a destroy deletes the namespace, the engine deletes no object in it
+	// one by one (pulumi pkg v3.274.1 resource/deploy/step.go, DeleteStep and deletedWith).
+	inNamespace := []pulumi.ResourceOption{pulumi.Parent(t), pulumi.DeletedWith(ns)}
+	if t.Admission, err = newQuota(ctx, name, &cfg, namespace, inNamespace...); err != nil {
 		return nil, err
 	}
-	if err := newNetworkPolicies(ctx, name, cfg.Network.policyConfig(cfg.BlockedEgressCIDRs), namespace, t); err != nil {
+	if err := newNetworkPolicies(ctx, name, cfg.Network.policyConfig(cfg.BlockedEgressCIDRs), namespace, inNamespace...); err != nil {
 		return nil, err
 	}
 	flowOpts := []pulumi.ResourceOption{pulumi.Parent(t)}
@@ -284,10 +328,10 @@ func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulum
 	return t, nil
 }
 
-// namespaceLabels are a tenant namespace's labels: the tenant, and Pod Security Admission enforcing the tenant's
-// level with warnings and audit at restricted, all at a pinned version.
-func namespaceLabels(tenant, level string) map[string]string {
-	return map[string]string{
+// namespaceLabels are a tenant namespace's labels: the tenant, its grants (which the entitlement policy reads), and
+// Pod Security Admission enforcing the tenant's level with warnings and audit at restricted, all at a pinned version.
+func namespaceLabels(tenant, level string, classes []string) map[string]string {
+	labels := map[string]string{
 		naming.TenantNamespaceLabel:           tenant,
 		naming.PodSecurityEnforceLabel:        level,
 		naming.PodSecurityEnforceVersionLabel: PodSecurityVersion,
@@ -295,17 +339,24 @@ func namespaceLabels(tenant, level string) map[string]string {
 		naming.PodSecurityWarnVersionLabel:    PodSecurityVersion,
 		naming.PodSecurityAuditLabel:          naming.PodSecurityRestricted,
 		naming.PodSecurityAuditVersionLabel:   PodSecurityVersion,
+		naming.GrantsLabel:                    "true",
 	}
+	for _, class := range classes {
+		labels[naming.ClassGrantLabel(class)] = "true"
+	}
+	return labels
 }
 
 // newQuota caps CPU, memory, storage, object counts and each granted class's devices, and sets container defaults so
 // pods without resources still fit the quota, and a minimum so no pod is free. Foreign classes need no zero quota: the entitlement policy already denies them.
-func newQuota(ctx *pulumi.Context, name string, cfg *TenantArgs, namespace pulumi.StringOutput, parent pulumi.Resource) ([]pulumi.Resource, error) {
+func newQuota(ctx *pulumi.Context, name string, cfg *TenantArgs, namespace pulumi.StringOutput, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	hard := pulumi.StringMap{
 		"requests.cpu":     pulumi.String(cfg.CPUQuota),
 		"requests.memory":  pulumi.String(cfg.MemoryQuota),
-		"limits.memory":    pulumi.String(cfg.MemoryQuota),
 		"requests.storage": pulumi.String(cfg.StorageQuota),
+	}
+	if cfg.MemoryLimitQuota != "" {
+		hard["limits.memory"] = pulumi.String(cfg.MemoryLimitQuota)
 	}
 	for key, count := range cfg.ObjectQuota {
 		hard[key] = pulumi.String(fmt.Sprint(count))
@@ -316,7 +367,7 @@ func newQuota(ctx *pulumi.Context, name string, cfg *TenantArgs, namespace pulum
 	quota, err := corev1.NewResourceQuota(ctx, name+"-quota", &corev1.ResourceQuotaArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.TenantQuota), Namespace: namespace, Labels: managedLabels(nil)},
 		Spec:     &corev1.ResourceQuotaSpecArgs{Hard: hard},
-	}, pulumi.Parent(parent))
+	}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating ResourceQuota in %q: %w", naming.Namespace(cfg.Name), err)
 	}
@@ -324,11 +375,11 @@ func newQuota(ctx *pulumi.Context, name string, cfg *TenantArgs, namespace pulum
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.ContainerDefaults), Namespace: namespace, Labels: managedLabels(nil)},
 		Spec: &corev1.LimitRangeSpecArgs{Limits: corev1.LimitRangeItemArray{corev1.LimitRangeItemArgs{
 			Type:           pulumi.String("Container"),
-			DefaultRequest: resourceMap(cfg.DefaultRequest),
-			Default:        resourceMap(cfg.DefaultLimit),
-			Min:            resourceMap(cfg.MinRequest),
+			DefaultRequest: resourceMap(cfg.LimitRange.DefaultRequest),
+			Default:        resourceMap(cfg.LimitRange.DefaultLimit),
+			Min:            resourceMap(cfg.LimitRange.MinRequest),
 		}}},
-	}, pulumi.Parent(parent))
+	}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating LimitRange in %q: %w", naming.Namespace(cfg.Name), err)
 	}

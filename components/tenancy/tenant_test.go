@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"maps"
 	"testing"
 	"time"
@@ -60,51 +61,38 @@ func TestTenantNamespace(t *testing.T) {
 				"pod-security.kubernetes.io/warn-version":    "v1.34",
 				"pod-security.kubernetes.io/audit":           "restricted",
 				"pod-security.kubernetes.io/audit-version":   "v1.34",
+				naming.GrantsLabel:                           "true",
+				naming.ClassGrantLabel(tt.tenant.Classes[0]): "true",
+				naming.ClassGrantLabel(tt.tenant.Classes[1]): "true",
 			}, ns.Labels)
 			deps := get(t, rec, namespaceType, name+"-namespace").Dependencies
-			assert.Contains(t, deps, get(t, rec, bindingType, name+"-entitlements").URN,
-				"the namespace must not exist before its entitlement binding")
-			for _, guard := range []string{"gpus-claim-namespaces", "gpus-runtime-env", "gpus-runtime-env-keys", "gpus-extended-resources"} {
+			for _, guard := range []string{"gpus-entitlements", "gpus-claim-namespaces", "gpus-runtime-env", "gpus-runtime-env-keys",
+				"gpus-extended-resources", "gpus-claim-shape"} {
 				assert.Contains(t, deps, get(t, rec, bindingType, guard).URN, "the namespace must not exist before %s", guard)
 			}
 		})
 	}
 }
 
-func TestTenantEntitlementPolicy(t *testing.T) {
-	rec := runPlatform(t, testClasses, teamA(), teamB())
-	for _, tt := range []struct {
-		tenant  string
-		granted string
-	}{{"team-a", `['a100', 'a100-1g.5gb']`}, {"team-b", `['a100-1g.5gb', 'l4']`}} {
-		t.Run(tt.tenant, func(t *testing.T) {
-			p := child[admissionregistrationv1.ValidatingAdmissionPolicy](t, rec, policyType, tt.tenant+"-entitlements", tenantType)
-			assert.Equal(t, naming.EntitlementPolicy(tt.tenant), p.Name)
-			assert.Nil(t, p.Spec.ParamKind, "grants are compiled in, not read from params")
-			vars := map[string]string{}
-			for _, v := range p.Spec.Variables {
-				vars[v.Name] = v.Expression
-			}
-			assert.Equal(t, tt.granted, vars["granted"])
-			assert.Equal(t, "'"+tt.tenant+"'", vars["tenant"])
-
-			b := child[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, rec, bindingType, tt.tenant+"-entitlements", tenantType)
-			assert.Equal(t, p.Name, b.Name)
-			assert.Equal(t, p.Name, b.Spec.PolicyName)
-			assert.Nil(t, b.Spec.ParamRef)
-			assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
-			require.NotNil(t, b.Spec.MatchResources)
-			assert.Equal(t, map[string]string{naming.TenantNamespaceLabel: tt.tenant}, b.Spec.MatchResources.NamespaceSelector.MatchLabels)
-		})
-	}
-}
-
-func TestTenantPolicyCodeDependsOnlyOnItsOwnGrant(t *testing.T) {
-	specOf := func(tenants ...TenantArgs) map[string]any {
+// One entitlement policy serves every tenant: no tenant has a policy or binding of its own, and the policy reads each
+// tenant's grants from its namespace's labels, so adding a tenant changes no policy.
+func TestOneEntitlementPolicyForEveryTenant(t *testing.T) {
+	specOf := func(tenants ...TenantArgs) (map[string]any, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 		rec := runPlatform(t, testClasses, tenants...)
-		return get(t, rec, policyType, "team-a-entitlements").Inputs["spec"].Mappable().(map[string]any)
+		for _, reg := range rec.ByType(policyType) {
+			assert.NotEqual(t, tenantType, string(resource.URN(reg.Parent).Type()), "policy %s belongs to a tenant", reg.Name)
+		}
+		b := decode[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, get(t, rec, bindingType, "gpus-entitlements"))
+		return get(t, rec, policyType, "gpus-entitlements").Inputs["spec"].Mappable().(map[string]any), b
 	}
-	assert.Equal(t, specOf(teamA()), specOf(teamA(), teamB()), "adding a tenant must not touch another tenant's policy")
+	one, binding := specOf(teamA())
+	two, _ := specOf(teamA(), teamB())
+	assert.Equal(t, one, two, "adding a tenant changes no policy")
+	assert.Equal(t, naming.EntitlementPolicy, binding.Spec.PolicyName)
+	assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, binding.Spec.ValidationActions)
+	require.NotNil(t, binding.Spec.MatchResources)
+	assert.Equal(t, map[string]string{naming.GrantsLabel: "true"}, binding.Spec.MatchResources.NamespaceSelector.MatchLabels,
+		"namespaces whose grants are labels; an earlier version's keep their own policy until labelled")
 }
 
 func TestTenantQuota(t *testing.T) {
@@ -122,16 +110,17 @@ func TestTenantQuota(t *testing.T) {
 	b := teamB()
 	b.ObjectQuota = map[string]int{"pods": 12, "services.loadbalancers": 1}
 	b.StorageQuota = "20Gi"
+	b.MemoryLimitQuota = "48Gi"
 	tests := []struct {
 		tenant TenantArgs
 		want   map[string]string
 	}{
 		{teamA(), objects(map[string]string{
-			"requests.cpu": "16", "requests.memory": "64Gi", "limits.memory": "64Gi", "requests.storage": "100Gi",
+			"requests.cpu": "16", "requests.memory": "64Gi", "requests.storage": "100Gi",
 			"a100.deviceclass.resource.k8s.io/devices": "2", "a100-1g.5gb.deviceclass.resource.k8s.io/devices": "7",
 		})},
 		{b, objects(map[string]string{
-			"requests.cpu": "8", "requests.memory": "32Gi", "limits.memory": "32Gi", "requests.storage": "20Gi",
+			"requests.cpu": "8", "requests.memory": "32Gi", "limits.memory": "48Gi", "requests.storage": "20Gi",
 			"a100-1g.5gb.deviceclass.resource.k8s.io/devices": "3", "l4.deviceclass.resource.k8s.io/devices": "1",
 			"pods": "12", "services.loadbalancers": "1",
 		})},
@@ -149,33 +138,32 @@ func TestTenantQuota(t *testing.T) {
 func TestTenantLimitRange(t *testing.T) {
 	tests := []struct {
 		name        string
-		req, lim    ContainerResources
+		limits      LimitRange
 		wantRequest map[string]string
 		wantLimit   map[string]string
 	}{
 		{
-			name:        "defaults fit a memory-limited quota",
+			name:        "a container without a limit may use up to the memory quota",
 			wantRequest: map[string]string{"cpu": "100m", "memory": "128Mi"},
-			wantLimit:   map[string]string{"memory": "512Mi"},
+			wantLimit:   map[string]string{"memory": "64Gi"},
 		},
 		{
 			name:        "configured values with a CPU limit",
-			req:         ContainerResources{CPU: "250m", Memory: "256Mi"},
-			lim:         ContainerResources{CPU: "2", Memory: "2Gi"},
+			limits:      LimitRange{DefaultRequest: ContainerResources{CPU: "250m", Memory: "256Mi"}, DefaultLimit: ContainerResources{CPU: "2", Memory: "2Gi"}},
 			wantRequest: map[string]string{"cpu": "250m", "memory": "256Mi"},
 			wantLimit:   map[string]string{"cpu": "2", "memory": "2Gi"},
 		},
 		{
 			name:        "unset fields keep their defaults",
-			req:         ContainerResources{CPU: "50m"},
+			limits:      LimitRange{DefaultRequest: ContainerResources{CPU: "50m"}},
 			wantRequest: map[string]string{"cpu": "50m", "memory": "128Mi"},
-			wantLimit:   map[string]string{"memory": "512Mi"},
+			wantLimit:   map[string]string{"memory": "64Gi"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := teamA()
-			args.DefaultRequest, args.DefaultLimit = tt.req, tt.lim
+			args.LimitRange = tt.limits
 			rec := runPlatform(t, testClasses, args)
 			lr := child[corev1.LimitRange](t, rec, limitRangeType, "team-a-limits", tenantType)
 			assert.Equal(t, naming.Namespace("team-a"), lr.Namespace)
@@ -238,7 +226,10 @@ func TestTenantDefaults(t *testing.T) {
 	rec := runPlatform(t, testClasses, args)
 	q := decode[corev1.ResourceQuota](t, get(t, rec, quotaType, "team-a-quota"))
 	assert.Equal(t, DefaultCPUQuota, quantities(q.Spec.Hard)["requests.cpu"])
-	assert.Equal(t, DefaultMemoryQuota, quantities(q.Spec.Hard)["limits.memory"])
+	assert.Equal(t, DefaultMemoryQuota, quantities(q.Spec.Hard)["requests.memory"])
+	assert.NotContains(t, q.Spec.Hard, corev1.ResourceLimitsMemory, "no cap on limits unless memoryLimitQuota sets one")
+	lr := decode[corev1.LimitRange](t, get(t, rec, limitRangeType, "team-a-limits"))
+	assert.Equal(t, DefaultMemoryQuota, quantities(lr.Spec.Limits[0].Default)["memory"], "a container without a limit may use the quota")
 }
 
 func TestNewTenantRejectsInvalidArgs(t *testing.T) {
@@ -261,8 +252,17 @@ func TestNewTenantRejectsInvalidArgs(t *testing.T) {
 		{"negative quota", func(a *TenantArgs) { a.GPUQuota["a100"] = -1 }, []string{"must be 0 or more"}},
 		{"CPU quota zero", func(a *TenantArgs) { a.CPUQuota = "0" }, []string{"tenant.cpuQuota", "positive"}},
 		{"memory quota malformed", func(a *TenantArgs) { a.MemoryQuota = "64GB!" }, []string{"tenant.memoryQuota", "quantity"}},
-		{"default request above default limit", func(a *TenantArgs) { a.DefaultRequest.Memory = "1Gi" },
-			[]string{"tenant.defaultRequest.memory", "must not be above the default limit 512Mi"}},
+		{"default request above default limit", func(a *TenantArgs) {
+			a.LimitRange.DefaultRequest.Memory = "1Gi"
+			a.LimitRange.DefaultLimit.Memory = "512Mi"
+		}, []string{"tenant.limitRange.defaultRequest.memory", "must not be above the default limit 512Mi"}},
+		{"a limit quota below the default limit", func(a *TenantArgs) { a.MemoryLimitQuota = "32Gi" },
+			[]string{"tenant.memoryLimitQuota", "must not be below the default memory limit 64Gi (tenant.limitRange.defaultLimit.memory)"}},
+		{"no room for the vCluster's own Services", func(a *TenantArgs) { a.ObjectQuota = map[string]int{"services": 4} },
+			[]string{"tenant.objectQuota[services]: Invalid value: 4: must be at least 5"}},
+		{"fewer EndpointSlices than Services", func(a *TenantArgs) {
+			a.ObjectQuota = map[string]int{"services": 120, "count/endpoints": 120}
+		}, []string{"tenant.objectQuota[count/endpointslices.discovery.k8s.io]: Invalid value: 100"}},
 		{"blocked CIDR malformed", func(a *TenantArgs) { a.BlockedEgressCIDRs = []string{"10.0.0.0/33"} },
 			[]string{"tenant.blockedEgressCIDRs[0]", "must be a CIDR"}},
 		{"blocked CIDR with host bits", func(a *TenantArgs) { a.BlockedEgressCIDRs = []string{"10.1.2.3/8"} },
@@ -280,8 +280,8 @@ func TestNewTenantRejectsInvalidArgs(t *testing.T) {
 		{"a negative object count", func(a *TenantArgs) { a.ObjectQuota = map[string]int{"pods": -1} },
 			[]string{"tenant.objectQuota[pods]", "must be 0 or more"}},
 		{"storage quota malformed", func(a *TenantArgs) { a.StorageQuota = "lots" }, []string{"tenant.storageQuota"}},
-		{"minimum above the default request", func(a *TenantArgs) { a.MinRequest.CPU = "200m" },
-			[]string{"tenant.minRequest.cpu", "must not be above the default request 100m"}},
+		{"minimum above the default request", func(a *TenantArgs) { a.LimitRange.MinRequest.CPU = "200m" },
+			[]string{"tenant.limitRange.minRequest.cpu", "must not be above the default request 100m"}},
 		{"every problem at once", func(a *TenantArgs) { a.CPUQuota = "-1"; a.GPUQuota["l4"] = 1 },
 			[]string{"tenant.cpuQuota", `class "l4" is not granted`}},
 	}

@@ -6,8 +6,11 @@ import "github.com/gpu-tenancy/gpu-tenancy/components/naming"
 // (spec.selector) binds an existing, available PersistentVolume, whoever's data it holds, instead of a new one its
 // storage class provisions. vCluster copies both fields to the host untranslated while PersistentVolume sync is off
 // (loft-sh/vcluster v0.36.1 pkg/controllers/resources/persistentvolumeclaims/translate.go), and the syncer may create
-// host claims itself. Refused at creation, and a tenant identity may not set volumeName later either (an unbound
-// claim's volumeName may be set by update, which the persistent-volume controller does under its own identity).
+// host claims itself. So does storageClassName "" (no class): such a claim is never provisioned, only bound to an
+// existing volume without a class (kubernetes v1.34.4 pkg/controller/volume/persistentvolume/pv_controller.go). A nil
+// class takes the cluster's default class. Refused at creation, and a tenant identity may not set volumeName later
+// either (an unbound claim's volumeName may be set by update, which the persistent-volume controller does under its
+// own identity).
 var volumeClaimPolicy = admissionPolicy{
 	name:  VolumeClaimPolicy,
 	rules: []admissionRule{{group: "", resources: []string{"persistentvolumeclaims"}, operations: createUpdate}},
@@ -24,6 +27,11 @@ var volumeClaimPolicy = admissionPolicy{
 			expression: `!has(object.spec.selector)`,
 			message: `'tenant ' + variables.tenant + ': PersistentVolumeClaim ' + object.metadata.name +
 	' selects existing volumes by label; tenant claims get new volumes from a storage class'`,
+		},
+		{
+			expression: `!has(object.spec.storageClassName) || object.spec.storageClassName != ''`,
+			message: `'tenant ' + variables.tenant + ': PersistentVolumeClaim ' + object.metadata.name +
+	' asks for the empty storage class, which binds an existing volume without a class; tenant claims get new volumes from a storage class'`,
 		},
 	},
 	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel)},

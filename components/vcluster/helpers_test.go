@@ -19,8 +19,9 @@ const (
 	namespaceType = "kubernetes:core/v1:Namespace"
 )
 
-// testKubeconfig is what a vCluster's exported kubeconfig Secret holds under mocks.
-const testKubeconfig = "apiVersion: v1\nkind: Config\nclusters: []\n"
+// testKubeconfig is what a vCluster's exported kubeconfig Secret holds under mocks: inline CA and client
+// certificate, and a server the export must not keep.
+var testKubeconfig = exported(certUser, "")
 
 func newRecorder() *mocktest.Recorder {
 	return &mocktest.Recorder{Outputs: map[string]func(resource.PropertyMap) resource.PropertyMap{

@@ -8,7 +8,6 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
-	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -76,7 +75,7 @@ type Platform struct {
 	Namespace pulumi.StringOutput
 	// URL is where the platform is served.
 	URL     pulumi.StringOutput
-	Release *helmv3.Release
+	Release *helmchart.Release
 	// Connection is what tenant vClusters pass as VirtualClusterArgs.Platform.
 	Connection *PlatformConnection
 }
@@ -178,7 +177,7 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	}
 	releaseArgs := a.Chart.ReleaseArgs(PlatformReleaseName, a.Namespace)
 	releaseArgs.Values = vals
-	release, err := helmv3.NewRelease(ctx, name, releaseArgs, pulumi.Parent(p), pulumi.DependsOn([]pulumi.Resource{ns, creds}))
+	release, err := helmchart.NewRelease(ctx, name, releaseArgs, pulumi.Parent(p), pulumi.DependsOn([]pulumi.Resource{ns, creds}))
 	if err != nil {
 		return nil, fmt.Errorf("creating vCluster Platform release: %w", err)
 	}

@@ -5,10 +5,27 @@ package vcluster
 
 type vclusterValues struct {
 	Sync             syncValues              `json:"sync"`
+	Networking       networkingValues        `json:"networking"`
 	ControlPlane     *controlPlaneValues     `json:"controlPlane,omitempty"`
 	ExportKubeConfig *exportKubeConfigValues `json:"exportKubeConfig,omitempty"`
 	Platform         *platformConnValues     `json:"platform,omitempty"`
 	Policies         *policiesValues         `json:"policies,omitempty"`
+}
+
+type networkingValues struct {
+	Advanced networkingAdvancedValues `json:"advanced"`
+}
+
+type networkingAdvancedValues struct {
+	ProxyKubelets proxyKubeletsValues `json:"proxyKubelets"`
+}
+
+// proxyKubeletsValues: byIP makes the syncer create one host Service per node its tenant's pods run on
+// (loft-sh/vcluster v0.36.1 pkg/controllers/resources/nodes/nodeservice/node_service.go), which the tenant's Service
+// quota would have to grow with; the virtual nodes' kubelets stay reachable by hostname (byHostname, the chart's
+// default, through the vCluster's own Service: config/config.go ProxyKubelets).
+type proxyKubeletsValues struct {
+	ByIP bool `json:"byIP"`
 }
 
 type policiesValues struct {
@@ -27,6 +44,10 @@ type syncToHostValues struct {
 	Pods                   *podSyncValues `json:"pods,omitempty"`
 	ResourceClaims         enableSwitch   `json:"resourceClaims"`
 	ResourceClaimTemplates enableSwitch   `json:"resourceClaimTemplates"`
+	// PriorityClasses copies the virtual cluster's classes to the host, so that a pod keeps its class (and so its
+	// preemptionPolicy, which vCluster copies either way) on the host; the host guards bound what it writes
+	// (components/tenancy priorityClassPolicy).
+	PriorityClasses enableSwitch `json:"priorityClasses"`
 }
 
 type podSyncValues struct {

@@ -63,7 +63,6 @@ var widening = map[string]any{
 	"sync.toHost.namespaces.enabled":                 false,
 	"sync.toHost.networkPolicies.enabled":            false,
 	"sync.toHost.serviceAccounts.enabled":            false,
-	"sync.toHost.priorityClasses.enabled":            false,
 	"sync.fromHost.priorityClasses.enabled":          false,
 	"sync.toHost.persistentVolumes.enabled":          false,
 	"sync.toHost.storageClasses.enabled":             false,
@@ -111,6 +110,10 @@ func TestVClusterAcceptsTheValuesAndKeepsEveryWideningSwitchOff(t *testing.T) {
 				got, _ := lookup(cfg, path)
 				assert.Equal(t, true, got, "%s: the tenant's GPUs reach it only through DRA sync", path)
 			}
+			// Widening, and bounded on the host by the priority-class guard (docs/threat-model.md): a non-preempting
+			// pod keeps its class on the host only through it.
+			got, _ := lookup(cfg, "sync.toHost.priorityClasses.enabled")
+			assert.Equal(t, true, got, "sync.toHost.priorityClasses.enabled")
 			assert.Equal(t, true, cfg["proFeature"], "DRA sync is vCluster Pro: a platform connection is needed")
 			selector, _ := lookup(cfg, "sync.fromHost.deviceClasses.selector.matchLabels")
 			assert.Equal(t, map[string]any{tc.args.ClassSelectorLabel: "true"}, selector, "only the tenant's own classes")

@@ -300,6 +300,7 @@ func virtualClusterValues(a *VirtualClusterArgs) vclusterValues {
 		ToHost: syncToHostValues{
 			ResourceClaims:         enableSwitch{Enabled: true},
 			ResourceClaimTemplates: enableSwitch{Enabled: true},
+			PriorityClasses:        enableSwitch{Enabled: true},
 		},
 		FromHost: syncFromHostValues{DeviceClasses: deviceClassSyncValues{
 			Enabled:  true,
@@ -425,7 +426,7 @@ func NewVirtualCluster(ctx *pulumi.Context, name string, args *VirtualClusterArg
 		"kubeconfigSecretName":      vc.KubeconfigSecretName,
 	}
 	if a.Await {
-		if vc.Kubeconfig, err = readKubeconfig(ctx, name, chart, a.Namespace, secretName, vc); err != nil {
+		if vc.Kubeconfig, err = readKubeconfig(ctx, name, chart, a.Namespace, secretName, a.KubeconfigServer, a.Tenant, vc); err != nil {
 			return nil, err
 		}
 		outputs["kubeconfig"] = vc.Kubeconfig
@@ -436,11 +437,12 @@ func NewVirtualCluster(ctx *pulumi.Context, name string, args *VirtualClusterArg
 	return vc, nil
 }
 
-// readKubeconfig reads the kubeconfig vCluster exported once the chart's objects are ready. The Secret's id derives
+// readKubeconfig reads the kubeconfig vCluster exported once the chart's objects are ready, rebuilt from its pinned
+// parts (pinnedKubeconfig). The Secret's id derives
 // from the chart's list of objects, which resolves once every object is applied and awaited, so the read waits for
 // them, and a preview of a new chart skips the read instead of failing on a Secret that does not exist yet.
 func readKubeconfig(ctx *pulumi.Context, name string, chart *helmv4.Chart, namespace pulumi.StringInput,
-	secretName string, vc *VirtualCluster) (pulumi.StringOutput, error) {
+	secretName, server, tenant string, vc *VirtualCluster) (pulumi.StringOutput, error) {
 	id := pulumi.All(chart.Resources, namespace).ApplyT(func(v []any) pulumi.ID {
 		return pulumi.ID(fmt.Sprintf("%s/%s", v[1], secretName))
 	}).(pulumi.IDOutput)
@@ -458,7 +460,7 @@ func readKubeconfig(ctx *pulumi.Context, name string, chart *helmv4.Chart, names
 		if err != nil {
 			return "", fmt.Errorf("decoding kubeconfig Secret %q: %w", secretName, err)
 		}
-		return string(raw), nil
+		return pinnedKubeconfig(raw, server, tenant)
 	}).(pulumi.StringOutput)
 	return pulumi.ToSecret(config).(pulumi.StringOutput), nil
 }

@@ -193,7 +193,9 @@ func TestVirtualClusterReadsKubeconfigAfterRelease(t *testing.T) {
 	assert.Equal(t, "vcluster-team-a/vc-team-a", read.ID)
 	assert.Contains(t, read.Dependencies,
 		"urn:pulumi:test::gpu-tenancy::gpu-tenancy:vcluster:VirtualCluster$kubernetes:helm.sh/v4:Chart::team-a")
-	assert.Equal(t, testKubeconfig, awaitOutput(t, vc.Kubeconfig))
+	want, err := pinnedKubeconfig([]byte(testKubeconfig), "", "team-a")
+	require.NoError(t, err)
+	assert.Equal(t, want, awaitOutput(t, vc.Kubeconfig), "the export rebuilt from its pinned parts")
 }
 
 func TestVirtualClusterFailsOnKubeconfigSecretWithoutConfig(t *testing.T) {

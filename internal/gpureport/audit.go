@@ -8,6 +8,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 
@@ -16,8 +17,10 @@ import (
 
 // AuditAPIVersion versions the AuditReport on its own (docs/cli.md): v1alpha2 replaced v1alpha1's Helm release check
 // HelmReleaseUnreadable by VClusterConfigUnreadable and its scope's vclusterReleases by vclusters, when vClusters
-// stopped being Helm releases.
-const AuditAPIVersion = "gpu-tenancy.io/v1alpha2"
+// stopped being Helm releases; v1alpha3 checks the one entitlement policy of every tenant and each namespace's grant
+// labels (EntitlementGrantsDiffer, EntitlementGrantsUnlabelled) where v1alpha2 checked a policy per tenant. Checks
+// added since within v1alpha3: VClusterConfigTampered.
+const AuditAPIVersion = "gpu-tenancy.io/v1alpha3"
 
 // AuditReport is `gpu-tenancy audit`: the platform's invariants checked on the live cluster.
 type AuditReport struct {
@@ -71,11 +74,14 @@ const (
 	CheckEntitlementBindingMissing   = "EntitlementBindingMissing"
 	CheckEntitlementPolicyMissing    = "EntitlementPolicyMissing"
 	CheckEntitlementNotDenying       = "EntitlementBindingNotDenying"
+	CheckEntitlementGrantsDiffer     = "EntitlementGrantsDiffer"
+	CheckEntitlementGrantsUnlabelled = "EntitlementGrantsUnlabelled"
 	CheckPodSecurityMissing          = "PodSecurityEnforceMissing"
 	CheckPodSecurityTooWeak          = "PodSecurityEnforceTooWeak"
 	CheckVClusterSyncsAllClasses     = "VClusterSyncsAllDeviceClasses"
 	CheckVClusterSyncsForeignClasses = "VClusterSyncsForeignDeviceClasses"
 	CheckVClusterConfigUnreadable    = "VClusterConfigUnreadable"
+	CheckVClusterConfigTampered      = "VClusterConfigTampered"
 )
 
 // fixPulumi is the fix for a platform object changed or deleted outside Pulumi: without a refresh Pulumi's state
@@ -163,6 +169,32 @@ func (a *auditor) namespace(ns *corev1.Namespace, tenant string) {
 	}
 
 	a.entitlement(tenant)
+	a.namespaceGrants(ns, tenant)
+}
+
+// namespaceGrants checks that the grants the entitlement policy reads on the namespace (naming.ClassGrantLabel) are
+// the ones the DeviceClasses carry for the tenant, which its vCluster syncs.
+func (a *auditor) namespaceGrants(ns *corev1.Namespace, tenant string) {
+	ref := ObjectRef{Kind: "Namespace", Name: ns.Name}
+	if ns.Labels[naming.GrantsLabel] != "true" {
+		a.add(Finding{CheckEntitlementGrantsUnlabelled, tenant, ref, fmt.Sprintf(
+			"namespace has no %s=true label: the entitlement policy does not select it, so no grant check runs on its claims "+
+				"(a namespace of an earlier version keeps its own policy only until the up that labels it)", naming.GrantsLabel), fixPulumi})
+		return
+	}
+	var labelled []string
+	for k, v := range ns.Labels {
+		if class, ok := strings.CutPrefix(k, naming.ClassGrantLabelPrefix); ok && v == "true" {
+			labelled = append(labelled, class)
+		}
+	}
+	sort.Strings(labelled)
+	if classes := a.grantedClasses(tenant); !slices.Equal(labelled, classes) {
+		a.add(Finding{CheckEntitlementGrantsDiffer, tenant, ref, fmt.Sprintf(
+			"namespace grants classes [%s] (labels %s<class>) but the DeviceClasses are granted for [%s] (labels %s%s): "+
+				"claims are checked against the namespace's", strings.Join(labelled, ", "), naming.ClassGrantLabelPrefix,
+			strings.Join(classes, ", "), naming.ClassTenantLabelPrefix, tenant), fixPulumi})
+	}
 }
 
 func (a *auditor) quota(namespace string) *corev1.ResourceQuota {
@@ -195,9 +227,10 @@ func (a *auditor) grantedClasses(tenant string) []string {
 	return out
 }
 
-// entitlement checks the tenant's admission binding: present, bound to a policy that exists, and denying.
+// entitlement checks the entitlement binding every tenant's claims go through: present, bound to a policy that
+// exists, and denying.
 func (a *auditor) entitlement(tenant string) {
-	name := naming.EntitlementPolicy(tenant)
+	name := naming.EntitlementPolicy
 	ref := ObjectRef{Kind: "ValidatingAdmissionPolicyBinding", Name: name}
 	var b *admissionv1.ValidatingAdmissionPolicyBinding
 	for i := range a.snap.PolicyBindings {
@@ -270,8 +303,9 @@ func (a *auditor) grants(known map[string]bool) {
 
 // vclusters checks the vCluster of each tenant namespace: one that syncs DeviceClasses must sync only those carrying
 // its tenant's grant label. It reads the config the vCluster chart stores for each vCluster, the Secret its control
-// plane mounts as its config (loft-sh/vcluster v0.36.1 chart/templates/statefulset.yaml, volume vcluster-config), so
-// what is checked is what the vCluster runs with. It returns how many vCluster configs it found.
+// plane mounts as its config (loft-sh/vcluster v0.36.1 chart/templates/statefulset.yaml, volume vcluster-config). The
+// tenant's syncer may rewrite that Secret, so the config is first checked against the hash its StatefulSet pins
+// (pinned); what the sync checks then read is what the Secret says. It returns how many vCluster configs it found.
 func (a *auditor) vclusters() int {
 	n := 0
 	for i := range a.snap.VClusterConfigs {
@@ -291,6 +325,7 @@ func (a *auditor) vclusters() int {
 					s.Namespace, s.Name, strings.ReplaceAll(ConfigSecretKey, ".", `\.`))})
 			continue
 		}
+		a.pinned(s, tenant, release, values)
 		sync := lookup(values, "sync", "fromHost", "deviceClasses")
 		if enabled, _ := lookup(sync, "enabled").(bool); !enabled {
 			continue
@@ -309,6 +344,47 @@ func (a *auditor) vclusters() int {
 		}
 	}
 	return n
+}
+
+// pinned checks that a vCluster's config is the one its control plane was rendered with: the chart renders the
+// config Secret and the StatefulSet of the same release together, the StatefulSet's pod template pinning the config's
+// hash (ConfigHashAnnotation). A mismatch shows a config written outside the chart, by hand or by the tenant, whose
+// syncer may rewrite the Secret. A match proves less: the syncer may patch the StatefulSet too, pin included
+// (docs/threat-model.md, What the platform reads), but a config rewritten alone no longer passes for the platform's.
+func (a *auditor) pinned(s *corev1.Secret, tenant, release string, values map[string]any) {
+	ref := ObjectRef{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}
+	fix := fixPulumi + ", which writes back the config and its StatefulSet; the API server's audit log says who changed " +
+		"them (the tenant's syncer may write the Secret and patch the StatefulSet)"
+	var problem string
+	sts := a.statefulSet(s.Namespace, release)
+	switch got, err := configHash(s.Data[ConfigSecretKey], values); {
+	case sts == nil:
+		problem = fmt.Sprintf("no StatefulSet %s labelled %s runs it, though the chart renders one with each config and a tenant cannot create one",
+			release, VClusterSelector)
+		fix = fmt.Sprintf("delete the Secret if no vCluster %s belongs in the namespace (kubectl delete secret -n %s %s); if its StatefulSet was deleted, %s",
+			release, s.Namespace, s.Name, fixPulumi)
+	case sts.Spec.Template.Annotations[ConfigHashAnnotation] == "":
+		problem = fmt.Sprintf("StatefulSet %s pins no config: its pod template lacks the %s annotation the chart writes", release, ConfigHashAnnotation)
+	case err != nil:
+		problem = err.Error()
+	case got != sts.Spec.Template.Annotations[ConfigHashAnnotation]:
+		problem = fmt.Sprintf("it hashes to %s, but StatefulSet %s pins %s", got, release, sts.Spec.Template.Annotations[ConfigHashAnnotation])
+	default:
+		return
+	}
+	a.add(Finding{CheckVClusterConfigTampered, tenant, ref, fmt.Sprintf(
+		"vCluster %s's config is not the one the vCluster chart rendered with its control plane (%s): the DeviceClass sync checked here is what the Secret says",
+		release, problem), fix})
+}
+
+// statefulSet is the vCluster chart's StatefulSet of release in namespace, or nil.
+func (a *auditor) statefulSet(namespace, release string) *appsv1.StatefulSet {
+	for i := range a.snap.VClusterStatefulSets {
+		if st := &a.snap.VClusterStatefulSets[i]; st.Namespace == namespace && st.Name == release && st.Labels[vclusterAppLabel] == vclusterApp {
+			return st
+		}
+	}
+	return nil
 }
 
 func emptySelector(sel map[string]any) bool {

@@ -16,7 +16,7 @@ import (
 // each, and vClusters that sync only their own classes.
 func cleanCluster(t *testing.T) Snapshot {
 	s := Snapshot{
-		Namespaces:    []corev1.Namespace{tenantNamespace(legal), tenantNamespace(research)},
+		Namespaces:    []corev1.Namespace{tenantNamespace(legal, "gpu-whole"), tenantNamespace(research, "gpu-slice")},
 		DeviceClasses: []resourcev1.DeviceClass{deviceClass("gpu-whole", wholeCEL, legal), deviceClass("gpu-slice", sliceCEL, research)},
 		ResourceClaims: []resourcev1.ResourceClaim{
 			allocate(claim(legalNS, "whole-a", now, "gpu-whole"), "gpu", "gpu-a100-whole-0", "gpu-0"),
@@ -32,11 +32,11 @@ func cleanCluster(t *testing.T) Snapshot {
 			configSecret(t, researchNS, research, tenantSelector(research)),
 		},
 	}
-	for _, tenant := range []string{legal, research} {
-		p, b := entitlement(tenant)
-		s.Policies = append(s.Policies, p)
-		s.PolicyBindings = append(s.PolicyBindings, b)
+	for _, c := range s.VClusterConfigs {
+		s.VClusterStatefulSets = append(s.VClusterStatefulSets, controlPlane(c))
 	}
+	p, b := entitlement()
+	s.Policies, s.PolicyBindings = append(s.Policies, p), append(s.PolicyBindings, b)
 	return s
 }
 
@@ -61,6 +61,7 @@ func TestAuditFindings(t *testing.T) {
 			name: "a tenant claim naming a class no longer granted",
 			modify: func(t *testing.T, s *Snapshot) {
 				delete(s.DeviceClasses[0].Labels, naming.ClassTenantLabel(legal))
+				delete(s.Namespaces[0].Labels, naming.ClassGrantLabel("gpu-whole"))
 			},
 			want: []found{{CheckClaimClassNotGranted, legal, ObjectRef{"ResourceClaim", legalNS, "whole-a"}}},
 		},
@@ -96,6 +97,7 @@ func TestAuditFindings(t *testing.T) {
 			name: "a quota without the device key of a granted class",
 			modify: func(t *testing.T, s *Snapshot) {
 				s.DeviceClasses[1].Labels[naming.ClassTenantLabel(legal)] = "true"
+				s.Namespaces[0].Labels[naming.ClassGrantLabel("gpu-slice")] = "true"
 			},
 			want: []found{{CheckQuotaDeviceKeyMissing, legal, ObjectRef{"ResourceQuota", legalNS, naming.TenantQuota}}},
 		},
@@ -107,25 +109,48 @@ func TestAuditFindings(t *testing.T) {
 			want: []found{{CheckLimitRangeMissing, research, ObjectRef{"LimitRange", researchNS, naming.ContainerDefaults}}},
 		},
 		{
-			name: "a tenant without its entitlement binding",
+			name: "no entitlement binding",
 			modify: func(t *testing.T, s *Snapshot) {
-				s.PolicyBindings = s.PolicyBindings[1:]
+				s.PolicyBindings = nil
 			},
-			want: []found{{CheckEntitlementBindingMissing, legal, ObjectRef{Kind: "ValidatingAdmissionPolicyBinding", Name: naming.EntitlementPolicy(legal)}}},
+			want: []found{
+				{CheckEntitlementBindingMissing, legal, ObjectRef{Kind: "ValidatingAdmissionPolicyBinding", Name: naming.EntitlementPolicy}},
+				{CheckEntitlementBindingMissing, research, ObjectRef{Kind: "ValidatingAdmissionPolicyBinding", Name: naming.EntitlementPolicy}},
+			},
 		},
 		{
 			name: "an entitlement binding whose policy is gone",
 			modify: func(t *testing.T, s *Snapshot) {
-				s.Policies = s.Policies[:1]
+				s.Policies = nil
 			},
-			want: []found{{CheckEntitlementPolicyMissing, research, ObjectRef{Kind: "ValidatingAdmissionPolicy", Name: naming.EntitlementPolicy(research)}}},
+			want: []found{
+				{CheckEntitlementPolicyMissing, legal, ObjectRef{Kind: "ValidatingAdmissionPolicy", Name: naming.EntitlementPolicy}},
+				{CheckEntitlementPolicyMissing, research, ObjectRef{Kind: "ValidatingAdmissionPolicy", Name: naming.EntitlementPolicy}},
+			},
 		},
 		{
 			name: "an entitlement binding that only warns",
 			modify: func(t *testing.T, s *Snapshot) {
 				s.PolicyBindings[0].Spec.ValidationActions = []admissionv1.ValidationAction{admissionv1.Warn, admissionv1.Audit}
 			},
-			want: []found{{CheckEntitlementNotDenying, legal, ObjectRef{Kind: "ValidatingAdmissionPolicyBinding", Name: naming.EntitlementPolicy(legal)}}},
+			want: []found{
+				{CheckEntitlementNotDenying, legal, ObjectRef{Kind: "ValidatingAdmissionPolicyBinding", Name: naming.EntitlementPolicy}},
+				{CheckEntitlementNotDenying, research, ObjectRef{Kind: "ValidatingAdmissionPolicyBinding", Name: naming.EntitlementPolicy}},
+			},
+		},
+		{
+			name: "a namespace granting a class its DeviceClass does not grant the tenant",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.Namespaces[1].Labels[naming.ClassGrantLabel("gpu-whole")] = "true"
+			},
+			want: []found{{CheckEntitlementGrantsDiffer, research, ObjectRef{Kind: "Namespace", Name: researchNS}}},
+		},
+		{
+			name: "a namespace the entitlement policy does not select",
+			modify: func(t *testing.T, s *Snapshot) {
+				delete(s.Namespaces[0].Labels, naming.GrantsLabel)
+			},
+			want: []found{{CheckEntitlementGrantsUnlabelled, legal, ObjectRef{Kind: "Namespace", Name: legalNS}}},
 		},
 		{
 			name: "a tenant namespace without a Pod Security enforce label",
@@ -144,32 +169,68 @@ func TestAuditFindings(t *testing.T) {
 		{
 			name: "a vCluster syncing DeviceClasses without a selector",
 			modify: func(t *testing.T, s *Snapshot) {
-				s.VClusterConfigs[0] = configSecret(t, legalNS, legal, map[string]any{"enabled": true})
+				rerender(t, s, 0, map[string]any{"enabled": true})
 			},
 			want: []found{{CheckVClusterSyncsAllClasses, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
 		},
 		{
 			name: "a vCluster syncing DeviceClasses with an empty selector",
 			modify: func(t *testing.T, s *Snapshot) {
-				s.VClusterConfigs[0] = configSecret(t, legalNS, legal, map[string]any{"enabled": true,
-					"selector": map[string]any{"matchLabels": map[string]any{}}})
+				rerender(t, s, 0, map[string]any{"enabled": true, "selector": map[string]any{"matchLabels": map[string]any{}}})
 			},
 			want: []found{{CheckVClusterSyncsAllClasses, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
 		},
 		{
 			name: "a vCluster syncing another tenant's DeviceClasses",
 			modify: func(t *testing.T, s *Snapshot) {
-				s.VClusterConfigs[1] = configSecret(t, researchNS, research, tenantSelector(legal))
+				rerender(t, s, 1, tenantSelector(legal))
 			},
 			want: []found{{CheckVClusterSyncsForeignClasses, research, ObjectRef{"Secret", researchNS, "vc-config-research-ai"}}},
 		},
 		{
 			name: "a vCluster selecting its tenant's label with a value other than true",
 			modify: func(t *testing.T, s *Snapshot) {
-				s.VClusterConfigs[1] = configSecret(t, researchNS, research, map[string]any{"enabled": true,
+				rerender(t, s, 1, map[string]any{"enabled": true,
 					"selector": map[string]any{"matchLabels": map[string]any{naming.ClassTenantLabel(research): "yes"}}})
 			},
 			want: []found{{CheckVClusterSyncsForeignClasses, research, ObjectRef{"Secret", researchNS, "vc-config-research-ai"}}},
+		},
+		{
+			name: "a vCluster config rewritten after the chart rendered it",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.VClusterConfigs[0] = configSecret(t, legalNS, legal, map[string]any{"enabled": true, "selector": map[string]any{
+					"matchLabels": map[string]any{naming.ClassTenantLabel(legal): "true", "gpu-tenancy.io/tier": "gold"}}})
+			},
+			want: []found{{CheckVClusterConfigTampered, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
+		},
+		{
+			name: "a vCluster config holding the pinned values, written otherwise than the chart writes them",
+			modify: func(t *testing.T, s *Snapshot) {
+				c := &s.VClusterConfigs[0]
+				c.Data[ConfigSecretKey] = append([]byte("# edited\n"), c.Data[ConfigSecretKey]...)
+			},
+			want: []found{{CheckVClusterConfigTampered, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
+		},
+		{
+			name: "a vCluster config whose StatefulSet pins no hash",
+			modify: func(t *testing.T, s *Snapshot) {
+				delete(s.VClusterStatefulSets[1].Spec.Template.Annotations, ConfigHashAnnotation)
+			},
+			want: []found{{CheckVClusterConfigTampered, research, ObjectRef{"Secret", researchNS, "vc-config-research-ai"}}},
+		},
+		{
+			name: "a vCluster config without its StatefulSet",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.VClusterStatefulSets = s.VClusterStatefulSets[1:]
+			},
+			want: []found{{CheckVClusterConfigTampered, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
+		},
+		{
+			name: "a vCluster config pinned by a StatefulSet of another namespace",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.VClusterStatefulSets[0].Namespace = researchNS
+			},
+			want: []found{{CheckVClusterConfigTampered, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
 		},
 		{
 			name: "a vCluster config that is not YAML",
@@ -222,7 +283,7 @@ func TestAuditVClusterSync(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := cleanCluster(t)
-			s.VClusterConfigs[0] = configSecret(t, legalNS, legal, tc.deviceClasses)
+			rerender(t, &s, 0, tc.deviceClasses)
 			r := Audit(&s, now)
 			assert.Empty(t, r.Findings)
 			assert.Equal(t, 2, r.Scope.VClusters)

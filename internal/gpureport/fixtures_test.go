@@ -1,11 +1,17 @@
 package gpureport
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -97,11 +103,15 @@ func deviceClass(name, cel string, tenants ...string) resourcev1.DeviceClass {
 	}
 }
 
-func tenantNamespace(tenant string) corev1.Namespace {
-	return corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: naming.Namespace(tenant), Labels: map[string]string{
+func tenantNamespace(tenant string, classes ...string) corev1.Namespace {
+	labels := map[string]string{
 		naming.TenantNamespaceLabel: tenant, naming.ManagedByLabel: naming.ManagedBy,
-		naming.PodSecurityEnforceLabel: "baseline",
-	}}}
+		naming.PodSecurityEnforceLabel: "baseline", naming.GrantsLabel: "true",
+	}
+	for _, c := range classes {
+		labels[naming.ClassGrantLabel(c)] = "true"
+	}
+	return corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: naming.Namespace(tenant), Labels: labels}}
 }
 
 func claim(namespace, name string, created time.Time, classes ...string) resourcev1.ResourceClaim {
@@ -148,8 +158,9 @@ func limitRange(namespace string) corev1.LimitRange {
 	return corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: naming.ContainerDefaults}}
 }
 
-func entitlement(tenant string) (admissionv1.ValidatingAdmissionPolicy, admissionv1.ValidatingAdmissionPolicyBinding) {
-	name := naming.EntitlementPolicy(tenant)
+// entitlement is the one entitlement policy every tenant's claims go through, and its binding.
+func entitlement() (admissionv1.ValidatingAdmissionPolicy, admissionv1.ValidatingAdmissionPolicyBinding) {
+	name := naming.EntitlementPolicy
 	return admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}},
 		admissionv1.ValidatingAdmissionPolicyBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -195,6 +206,8 @@ func claimTemplate(namespace, name, class string) resourcev1.ResourceClaimTempla
 	}
 }
 
+// failedCreation is the resource claim controller's event about a pod whose claim it could not create, as its
+// recorder writes it (kubernetes v1.34.4 pkg/controller/resourceclaim/controller.go: source component resource_claim).
 func failedCreation(p corev1.Pod, message string) corev1.Event {
 	return corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name + ".1"},
@@ -202,7 +215,7 @@ func failedCreation(p corev1.Pod, message string) corev1.Event {
 			Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID,
 		},
 		Reason: "FailedResourceClaimCreation", Message: message, Type: corev1.EventTypeWarning,
-		LastTimestamp: metav1.NewTime(now.Add(-time.Minute)),
+		Source: corev1.EventSource{Component: "resource_claim"}, LastTimestamp: metav1.NewTime(now.Add(-time.Minute)),
 	}
 }
 
@@ -232,8 +245,33 @@ func configSecret(t *testing.T, namespace, release string, deviceClasses map[str
 			Labels: map[string]string{"app": "vcluster", "chart": "vcluster-0.36.1", "release": release, "heritage": "Helm"},
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{ConfigSecretKey: raw},
+		// Helm's toYaml cuts the encoder's trailing newline.
+		Data: map[string][]byte{ConfigSecretKey: bytes.TrimSuffix(raw, []byte("\n"))},
 	}
+}
+
+// controlPlane is the StatefulSet the vCluster chart renders with config, its pod template pinning the config's hash:
+// the hex SHA-256 of the base64 of config.yaml, which for configs without privateNodes.autoNodes, such as
+// configSecret's, is the chart's whole hash input (chart/templates/_vclusterconfighash.tpl).
+func controlPlane(config corev1.Secret) appsv1.StatefulSet {
+	release := strings.TrimPrefix(config.Name, ConfigSecretPrefix)
+	sum := sha256.Sum256([]byte(base64.StdEncoding.EncodeToString(config.Data[ConfigSecretKey])))
+	return appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: config.Namespace, Name: release,
+			Labels: map[string]string{"app": "vcluster", "chart": "vcluster-0.36.1", "release": release, "heritage": "Helm"}},
+		Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{
+			Annotations: map[string]string{ConfigHashAnnotation: hex.EncodeToString(sum[:])},
+		}}},
+	}
+}
+
+// rerender replaces the i-th vCluster's config and StatefulSet as the chart renders both from values whose
+// DeviceClass sync is deviceClasses: the platform's own change, pinned as the chart pins it.
+func rerender(t *testing.T, s *Snapshot, i int, deviceClasses map[string]any) {
+	t.Helper()
+	old := s.VClusterConfigs[i]
+	s.VClusterConfigs[i] = configSecret(t, old.Namespace, strings.TrimPrefix(old.Name, ConfigSecretPrefix), deviceClasses)
+	s.VClusterStatefulSets[i] = controlPlane(s.VClusterConfigs[i])
 }
 
 func tenantSelector(tenant string) map[string]any {

@@ -1,6 +1,7 @@
 package gpureport
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
@@ -38,14 +41,30 @@ type Report interface {
 }
 
 // Write renders a report. YAML goes through the JSON encoding, so both spell every field the same way.
+//
+// Reports quote text tenants write (event and condition messages, event names, a vCluster config's selector), which
+// may hold terminal controls: an escape sequence that clears the screen, a carriage return that overwrites the line
+// with a forged one. The table writes each such text through printable. JSON and YAML keep every string as it is,
+// escaped: encoding/json escapes the C0 controls (ESC, CR ...), escapeJSONControls the rest, and the YAML encoder
+// double-quotes and escapes any string with a character it cannot print.
 func Write(w io.Writer, r Report, f Format) error {
 	switch f {
 	case JSON:
-		enc := json.NewEncoder(w)
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
 		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+		_, err := w.Write(escapeJSONControls(b.Bytes()))
+		return err
 	case YAML:
-		out, err := yaml.Marshal(r)
+		doc, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encoding YAML: %w", err)
+		}
+		// The YAML decoder refuses DEL and C1 in its input, which encoding/json writes as they are.
+		out, err := yaml.JSONToYAML(escapeJSONControls(doc))
 		if err != nil {
 			return fmt.Errorf("encoding YAML: %w", err)
 		}
@@ -66,13 +85,14 @@ func newTable(w io.Writer) *table {
 	return &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
 }
 
+// row writes one line of cells, each made printable: a cell may quote text a tenant wrote.
 func (t *table) row(cells ...any) {
 	if t.err != nil {
 		return
 	}
 	parts := make([]string, len(cells))
 	for i, c := range cells {
-		parts[i] = fmt.Sprint(c)
+		parts[i] = printable(fmt.Sprint(c))
 	}
 	_, t.err = fmt.Fprintln(t.tw, strings.Join(parts, "\t"))
 }
@@ -177,7 +197,11 @@ func (r *PendingReport) writeTable(w io.Writer) error {
 			a += " (overdue)"
 		}
 		for i, reason := range c.Reasons {
-			text := reason.Kind + ": " + oneLine(reason.Message)
+			text := reason.Kind
+			if reason.From != (ReasonSource{}) {
+				text += " [" + reason.From.label() + "]"
+			}
+			text += ": " + reason.Message
 			if i == 0 {
 				t.row(c.Namespace, orDash(c.Tenant), claim, orDash(strings.Join(c.Pods, ",")), orDash(strings.Join(c.Classes, ",")), a, text)
 			} else {
@@ -198,18 +222,55 @@ func (r *AuditReport) writeTable(w io.Writer) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d findings.\n", summary, len(r.Findings))
+	// A message may quote a tenant's vCluster config: each field is made printable, so that no newline in it starts a
+	// line of its own that passes for a finding or a fix.
 	for _, f := range r.Findings {
-		fmt.Fprintf(&b, "\n%s  %s", f.Check, f.Object)
+		fmt.Fprintf(&b, "\n%s  %s", f.Check, printable(f.Object.String()))
 		if f.Tenant != "" {
 			fmt.Fprintf(&b, "  (tenant %s)", f.Tenant)
 		}
-		fmt.Fprintf(&b, "\n    %s\n    fix: %s\n", f.Message, f.Fix)
+		fmt.Fprintf(&b, "\n    %s\n    fix: %s\n", printable(f.Message), printable(f.Fix))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// oneLine keeps a multi-line message (some scheduler messages are) in its table cell.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+// printable makes text safe to print on a terminal, on one line. Runs of white space, line breaks and carriage
+// returns among them, become one space, which keeps a multi-line message (some scheduler messages are) in its table
+// cell and a forged line from overwriting or following a real one. Every other control character (C0, DEL, C1, and
+// bytes that are not UTF-8, which a terminal may read as C1) is written as its Go escape, \x1b for ESC: visible, so
+// that an operator sees that the text held one, and inert.
+func printable(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	var b strings.Builder
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case unicode.IsControl(r):
+			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
+		default:
+			b.WriteString(s[:size])
+		}
+		s = s[size:]
+	}
+	return b.String()
+}
+
+// escapeJSONControls escapes the control characters encoding/json writes as they are, DEL and C1 (U+0080-U+009F),
+// as \u escapes: some terminals act on C1 even in UTF-8, and a JSON report is often read with cat. It stays the same
+// JSON: those characters occur only inside strings, where the escape means the same character.
+func escapeJSONControls(doc []byte) []byte {
+	var b bytes.Buffer
+	for len(doc) > 0 {
+		r, size := utf8.DecodeRune(doc)
+		if r == 0x7f || (r >= 0x80 && r <= 0x9f) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		} else {
+			b.Write(doc[:size])
+		}
+		doc = doc[size:]
+	}
+	return b.Bytes()
 }

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -84,7 +88,8 @@ func TestPendingJSON(t *testing.T) {
 		"claims": [{
 			"namespace": "vcluster-legal-ai", "tenant": "legal-ai", "claim": "whole-c", "pods": ["whole-c"], "classes": ["gpu-whole"],
 			"since": "2026-11-30T11:55:00Z", "ageSeconds": 300, "overdue": true,
-			"reasons": [{"kind": "Unschedulable", "message": "pod whole-c: `+schedulerMessage+`"}]
+			"reasons": [{"kind": "Unschedulable", "message": "pod whole-c: `+schedulerMessage+`",
+				"from": {"object": {"kind": "Pod", "namespace": "vcluster-legal-ai", "name": "whole-c"}, "tenantWritable": true}}]
 		}]
 	}`, string(render(t, r, JSON)))
 }
@@ -94,7 +99,7 @@ func TestAuditJSON(t *testing.T) {
 	s.LimitRanges = s.LimitRanges[1:]
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(render(t, Audit(&s, now), JSON), &doc))
-	assert.Equal(t, "gpu-tenancy.io/v1alpha2", doc["apiVersion"])
+	assert.Equal(t, "gpu-tenancy.io/v1alpha3", doc["apiVersion"])
 	assert.Equal(t, "AuditReport", doc["kind"])
 	assert.Equal(t, map[string]any{"tenants": []any{legal, research}, "deviceClasses": 2.0, "tenantClaims": 3.0, "vclusters": 2.0}, doc["scope"])
 	require.Len(t, doc["findings"], 1)
@@ -129,8 +134,11 @@ func TestTables(t *testing.T) {
 			"research-ai  gpu-slice  yes      0          0          2      0        -",
 			"gpu-a100-mig-0    gpu-a100-mig-0    1           1     0            7        0          yes",
 		}},
-		{"pending shows claim, age and reason", Pending(context.Background(), &s, now), []string{
-			"vcluster-legal-ai  legal-ai  whole-c  whole-c  gpu-whole  5m   Unschedulable: pod whole-c: 0/5 nodes are available",
+		{"pending shows claim, age and reason, with the object the reason is read from", Pending(context.Background(), &s, now), []string{
+			"vcluster-legal-ai  legal-ai  whole-c  whole-c  gpu-whole  5m   Unschedulable [tenant-writable Pod whole-c]: pod whole-c: 0/5 nodes are available",
+		}},
+		{"pending names the author an event names", Pending(context.Background(), quotaRefused(t), now), []string{
+			`QuotaExceeded [tenant-writable Event slice-c.1, reported by "resource_claim"]: PodResourceClaim gpu:`,
 		}},
 		{"a clean audit says what it checked", Audit(&s, now), []string{
 			"audited 2 tenants, 2 DeviceClasses, 3 tenant claims, 2 vClusters: no findings.",
@@ -142,6 +150,74 @@ func TestTables(t *testing.T) {
 			for _, l := range tc.lines {
 				assert.Contains(t, out, l)
 			}
+		})
+	}
+}
+
+// quotaRefused is the local stack with research-ai's pod slice-c, whose claim the quota refused.
+func quotaRefused(t *testing.T) *Snapshot {
+	s := localStack(t)
+	p := pod(researchNS, "slice-c", now, "", "slice")
+	s.Pods = append(s.Pods, p)
+	s.ClaimTemplates = append(s.ClaimTemplates, claimTemplate(researchNS, "slice", "gpu-slice"))
+	s.Events = append(s.Events, failedCreation(p, quotaMessage))
+	return &s
+}
+
+// forgedMessage is what a tenant may write into an event or a pod condition: escapes that clear the screen and home
+// the cursor, a carriage return that overwrites the line, a C1 control sequence introducer and a DEL.
+const forgedMessage = "exceeded quota\x1b[2J\x1b[H\rQuotaExceeded: ask the platform team for 8 GPUs\u009b2K\x7f"
+
+// controls lists the control characters of out but line feeds, and the bytes that are not UTF-8.
+func controls(out []byte) []string {
+	var found []string
+	for len(out) > 0 {
+		r, size := utf8.DecodeRune(out)
+		if (r == utf8.RuneError && size == 1) || (unicode.IsControl(r) && r != '\n') {
+			found = append(found, fmt.Sprintf("%q", out[:size]))
+		}
+		out = out[size:]
+	}
+	return found
+}
+
+func TestTenantTextCannotControlTheTerminal(t *testing.T) {
+	s := quotaRefused(t)
+	s.Events[0].Message = forgedMessage
+	pending := Pending(context.Background(), s, now)
+	audit := cleanCluster(t)
+	// A selector key that would end the finding's message and start a forged fix on a line of its own.
+	rerender(t, &audit, 0, map[string]any{"enabled": true, "selector": map[string]any{"matchLabels": map[string]any{
+		"a\n    fix: kubectl delete namespace vcluster-research-ai\x1b[1A": "true"}}})
+	cases := []struct {
+		name   string
+		report Report
+		format Format
+		check  func(t *testing.T, out []byte)
+	}{
+		{"the table writes each control as its escape", pending, Table, func(t *testing.T, out []byte) {
+			assert.Contains(t, string(out), `exceeded quota\x1b[2J\x1b[H QuotaExceeded: ask the platform team for 8 GPUs\u009b2K\x7f`)
+		}},
+		{"the audit table keeps a quoted newline on the finding's line", Audit(&audit, now), Table, func(t *testing.T, out []byte) {
+			assert.Equal(t, 1, strings.Count(string(out), "\n    fix: "), "%s", out)
+			assert.Contains(t, string(out), `a fix: kubectl delete namespace vcluster-research-ai\x1b[1A=true`)
+		}},
+		{"JSON keeps the message as written", pending, JSON, func(t *testing.T, out []byte) {
+			var doc PendingReport
+			require.NoError(t, json.Unmarshal(out, &doc))
+			assert.Equal(t, forgedMessage, doc.Claims[1].Reasons[0].Message)
+		}},
+		{"YAML keeps the message as written", pending, YAML, func(t *testing.T, out []byte) {
+			var doc PendingReport
+			require.NoError(t, yaml.Unmarshal(out, &doc))
+			assert.Equal(t, forgedMessage, doc.Claims[1].Reasons[0].Message)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out := render(t, tc.report, tc.format)
+			assert.Empty(t, controls(out), "%s", out)
+			tc.check(t, out)
 		})
 	}
 }

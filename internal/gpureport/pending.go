@@ -43,10 +43,37 @@ type PendingClaim struct {
 	Reasons []Reason `json:"reasons"`
 }
 
-// Reason says why a claim is not allocated. Kind is one of the Reason* constants.
+// Reason says why a claim is not allocated. Kind is one of the Reason* constants. A reason the report concludes itself
+// has no From; one read from an object that says why (a pod's PodScheduled condition, a FailedResourceClaimCreation
+// event) names that object in From: its message, and the kind read from it, are that object's word.
 type Reason struct {
-	Kind    string `json:"kind"`
-	Message string `json:"message"`
+	Kind    string       `json:"kind"`
+	Message string       `json:"message"`
+	From    ReasonSource `json:"from,omitzero"`
+}
+
+// ReasonSource is the object a reason is read from. Neither kind of object proves who wrote it: the syncer of a tenant
+// may write events and pod status conditions in its namespace (docs/threat-model.md, What the platform reads), so a
+// reason read there may be the tenant's, posing as the scheduler or the resource claim controller.
+type ReasonSource struct {
+	Object ObjectRef `json:"object"`
+	// ReportedBy is whom an event names as its author (reportingController, else source.component). Whoever creates
+	// an event sets both, so this is what the event says. Empty for a pod's condition, which names no author.
+	ReportedBy string `json:"reportedBy,omitempty"`
+	// TenantWritable: the object is in a tenant namespace, where the tenant's syncer may have written it.
+	TenantWritable bool `json:"tenantWritable"`
+}
+
+// label says in a table where a reason comes from.
+func (s ReasonSource) label() string {
+	text := s.Object.Kind + " " + s.Object.Name
+	if s.ReportedBy != "" {
+		text += ", reported by \"" + s.ReportedBy + "\""
+	}
+	if s.TenantWritable {
+		text = "tenant-writable " + text
+	}
+	return text
 }
 
 // Reason kinds.
@@ -113,7 +140,7 @@ func Pending(ctx context.Context, s *Snapshot, now time.Time) *PendingReport {
 		}
 		if _, ok := p.items[nsName{c.Namespace, c.Name}]; !ok {
 			it := p.claimItem(c)
-			it.Reasons = append(it.Reasons, Reason{ReasonUnreferenced, "no unscheduled pod uses this claim, so the scheduler does not try to allocate it"})
+			it.Reasons = append(it.Reasons, Reason{Kind: ReasonUnreferenced, Message: "no unscheduled pod uses this claim, so the scheduler does not try to allocate it"})
 		}
 	}
 
@@ -209,7 +236,7 @@ func (p *pendingBuilder) addPod(pod *corev1.Pod) {
 		if c == nil {
 			it := p.podItem(pod, "pod/"+pod.Name+"/"+name)
 			it.Claim = name
-			it.Reasons = append(it.Reasons, Reason{ReasonClaimNotFound, fmt.Sprintf("pod %s uses ResourceClaim %s, which does not exist", pod.Name, name)})
+			it.Reasons = append(it.Reasons, Reason{Kind: ReasonClaimNotFound, Message: fmt.Sprintf("pod %s uses ResourceClaim %s, which does not exist", pod.Name, name)})
 			continue
 		}
 		if c.Status.Allocation != nil || c.DeletionTimestamp != nil {
@@ -221,7 +248,7 @@ func (p *pendingBuilder) addPod(pod *corev1.Pod) {
 		}
 		if !slices.Contains(it.Pods, pod.Name) {
 			it.Pods = append(it.Pods, pod.Name)
-			addReason(it, schedulerReason(pod))
+			addReason(it, p.schedulerReason(pod))
 		}
 	}
 }
@@ -254,17 +281,28 @@ func (p *pendingBuilder) addUncreated(pod *corev1.Pod, template string) {
 	if t := p.template(pod.Namespace, template); t != nil {
 		it.Classes = orEmpty(claimClasses(&t.Spec.Spec))
 	} else {
-		it.Reasons = append(it.Reasons, Reason{ReasonTemplateNotFound, fmt.Sprintf("pod %s uses ResourceClaimTemplate %s, which does not exist", pod.Name, template)})
+		it.Reasons = append(it.Reasons, Reason{Kind: ReasonTemplateNotFound, Message: fmt.Sprintf("pod %s uses ResourceClaimTemplate %s, which does not exist", pod.Name, template)})
 	}
 	switch ev := p.creationFailure(pod); {
 	case ev == nil:
-		it.Reasons = append(it.Reasons, Reason{ReasonClaimNotCreated, fmt.Sprintf("no ResourceClaim has been created from template %s for pod %s yet", template, pod.Name)})
+		it.Reasons = append(it.Reasons, Reason{Kind: ReasonClaimNotCreated,
+			Message: fmt.Sprintf("no ResourceClaim has been created from template %s for pod %s yet", template, pod.Name)})
 	case strings.Contains(ev.Message, quotaRefusal):
-		it.Reasons = append(it.Reasons, Reason{ReasonQuotaExceeded, ev.Message})
+		it.Reasons = append(it.Reasons, Reason{ReasonQuotaExceeded, ev.Message, p.eventSource(ev)})
 	default:
-		it.Reasons = append(it.Reasons, Reason{ReasonClaimCreationFailed, ev.Message})
+		it.Reasons = append(it.Reasons, Reason{ReasonClaimCreationFailed, ev.Message, p.eventSource(ev)})
 	}
-	addReason(it, schedulerReason(pod))
+	addReason(it, p.schedulerReason(pod))
+}
+
+// eventSource names an event a reason is read from, and whom it names as its author.
+func (p *pendingBuilder) eventSource(ev *corev1.Event) ReasonSource {
+	by := ev.ReportingController
+	if by == "" {
+		by = ev.Source.Component
+	}
+	return ReasonSource{Object: ObjectRef{Kind: "Event", Namespace: ev.Namespace, Name: ev.Name}, ReportedBy: by,
+		TenantWritable: p.tenants[ev.Namespace] != ""}
 }
 
 func (p *pendingBuilder) podItem(pod *corev1.Pod, key string) *PendingClaim {
@@ -289,14 +327,18 @@ func (p *pendingBuilder) template(namespace, name string) *resourcev1.ResourceCl
 	return nil
 }
 
-// creationFailure is the newest FailedResourceClaimCreation event about the pod, or nil.
+// creationFailure is the newest FailedResourceClaimCreation event about the pod, or nil. Only events in the pod's own
+// namespace count, where the resource claim controller records them: the API server checks an event's
+// involvedObject.namespace against its own namespace only for events without eventTime (kubernetes v1.34.4
+// pkg/apis/core/validation/events.go legacyValidateEvent), so an event in one tenant's namespace may name another
+// tenant's pod.
 func (p *pendingBuilder) creationFailure(pod *corev1.Pod) *corev1.Event {
 	var newest *corev1.Event
 	for i := range p.snap.Events {
 		ev := &p.snap.Events[i]
 		o := ev.InvolvedObject
-		if ev.Reason != eventFailedClaimCreation || o.Kind != "Pod" || o.Namespace != pod.Namespace || o.Name != pod.Name ||
-			(o.UID != "" && pod.UID != "" && o.UID != pod.UID) {
+		if ev.Reason != eventFailedClaimCreation || ev.Namespace != pod.Namespace || o.Kind != "Pod" || o.Namespace != pod.Namespace ||
+			o.Name != pod.Name || (o.UID != "" && pod.UID != "" && o.UID != pod.UID) {
 			continue
 		}
 		if newest == nil || eventTime(ev).After(eventTime(newest)) {
@@ -316,14 +358,16 @@ func eventTime(ev *corev1.Event) time.Time {
 	return ev.CreationTimestamp.Time
 }
 
-// schedulerReason is the scheduler's verdict on a waiting pod.
-func schedulerReason(pod *corev1.Pod) Reason {
+// schedulerReason is the scheduler's verdict on a waiting pod, as the pod's PodScheduled condition says: the scheduler
+// writes it, and so may the tenant's syncer in a tenant namespace (pods/status), so the pod is its source either way.
+func (p *pendingBuilder) schedulerReason(pod *corev1.Pod) Reason {
+	from := ReasonSource{Object: ObjectRef{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name}, TenantWritable: p.tenants[pod.Namespace] != ""}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return Reason{ReasonUnschedulable, fmt.Sprintf("pod %s: %s", pod.Name, c.Message)}
+			return Reason{ReasonUnschedulable, fmt.Sprintf("pod %s: %s", pod.Name, c.Message), from}
 		}
 	}
-	return Reason{ReasonNotScheduledYet, fmt.Sprintf("pod %s: the scheduler has not reported on it yet", pod.Name)}
+	return Reason{ReasonNotScheduledYet, fmt.Sprintf("pod %s: the scheduler has not reported on it yet", pod.Name), from}
 }
 
 // checkClasses adds the reasons a claim's classes give: missing, no longer granted, or selecting no device.
@@ -332,17 +376,17 @@ func (p *pendingBuilder) checkClasses(ctx context.Context, it *PendingClaim) {
 		class := p.classes[name]
 		switch {
 		case class == nil:
-			it.Reasons = append(it.Reasons, Reason{ReasonClassNotFound, fmt.Sprintf("DeviceClass %s does not exist", name)})
+			it.Reasons = append(it.Reasons, Reason{Kind: ReasonClassNotFound, Message: fmt.Sprintf("DeviceClass %s does not exist", name)})
 			continue
 		case it.Tenant != "" && !granted(class, it.Tenant):
-			it.Reasons = append(it.Reasons, Reason{ReasonClassNotGranted, fmt.Sprintf("DeviceClass %s is not granted to tenant %s", name, it.Tenant)})
+			it.Reasons = append(it.Reasons, Reason{Kind: ReasonClassNotGranted, Message: fmt.Sprintf("DeviceClass %s is not granted to tenant %s", name, it.Tenant)})
 		}
 		if m := p.matcher.match(ctx, class); len(m.devices) == 0 {
 			msg := fmt.Sprintf("DeviceClass %s selects no device of the cluster", name)
 			if m.problem != "" {
 				msg += " (" + m.problem + ")"
 			}
-			it.Reasons = append(it.Reasons, Reason{ReasonNoMatchingDevice, msg})
+			it.Reasons = append(it.Reasons, Reason{Kind: ReasonNoMatchingDevice, Message: msg})
 		}
 	}
 }

@@ -29,6 +29,16 @@ func pendingBase() Snapshot {
 	}
 }
 
+// fromPod is a reason's source: the status of a pod in a tenant namespace, where the tenant's syncer may write it.
+func fromPod(namespace, name string) ReasonSource {
+	return ReasonSource{Object: ObjectRef{"Pod", namespace, name}, TenantWritable: true}
+}
+
+// fromEvent is a reason's source: an event in a tenant namespace naming the resource claim controller as its author.
+func fromEvent(namespace, name string) ReasonSource {
+	return ReasonSource{Object: ObjectRef{"Event", namespace, name}, ReportedBy: "resource_claim", TenantWritable: true}
+}
+
 func kinds(c PendingClaim) []string {
 	var out []string
 	for _, r := range c.Reasons {
@@ -52,7 +62,7 @@ func TestPending(t *testing.T) {
 				s.Pods = append(s.Pods, unschedulable(pod(legalNS, "whole-c", created, "whole-c", ""), schedulerMessage))
 			},
 			want: PendingClaim{Namespace: legalNS, Tenant: legal, Claim: "whole-c", Pods: []string{"whole-c"}, Classes: []string{"gpu-whole"},
-				AgeSeconds: 600, Reasons: []Reason{{ReasonUnschedulable, "pod whole-c: " + schedulerMessage}}},
+				AgeSeconds: 600, Reasons: []Reason{{ReasonUnschedulable, "pod whole-c: " + schedulerMessage, fromPod(legalNS, "whole-c")}}},
 		},
 		{
 			name: "a pod the scheduler has not looked at yet says so",
@@ -61,7 +71,7 @@ func TestPending(t *testing.T) {
 				s.Pods = append(s.Pods, pod(legalNS, "p", created, "c", ""))
 			},
 			want: PendingClaim{Namespace: legalNS, Tenant: legal, Claim: "c", Pods: []string{"p"}, Classes: []string{"gpu-whole"},
-				AgeSeconds: 600, Reasons: []Reason{{ReasonNotScheduledYet, "pod p: the scheduler has not reported on it yet"}}},
+				AgeSeconds: 600, Reasons: []Reason{{ReasonNotScheduledYet, "pod p: the scheduler has not reported on it yet", fromPod(legalNS, "p")}}},
 		},
 		{
 			name: "a template pod whose claim the quota refused shows the controller's event",
@@ -73,8 +83,8 @@ func TestPending(t *testing.T) {
 			},
 			want: PendingClaim{Namespace: researchNS, Tenant: research, Template: "slice", Pods: []string{"slice-c"}, Classes: []string{"gpu-slice"},
 				AgeSeconds: 600, Reasons: []Reason{
-					{ReasonQuotaExceeded, quotaMessage},
-					{ReasonNotScheduledYet, "pod slice-c: the scheduler has not reported on it yet"},
+					{ReasonQuotaExceeded, quotaMessage, fromEvent(researchNS, "slice-c.1")},
+					{ReasonNotScheduledYet, "pod slice-c: the scheduler has not reported on it yet", fromPod(researchNS, "slice-c")},
 				}},
 		},
 		{
@@ -87,8 +97,8 @@ func TestPending(t *testing.T) {
 			},
 			want: PendingClaim{Namespace: researchNS, Tenant: research, Template: "slice", Pods: []string{"slice-c"}, Classes: []string{"gpu-slice"},
 				AgeSeconds: 600, Reasons: []Reason{
-					{ReasonClaimCreationFailed, "PodResourceClaim gpu: create ResourceClaim x: admission webhook denied"},
-					{ReasonNotScheduledYet, "pod slice-c: the scheduler has not reported on it yet"},
+					{ReasonClaimCreationFailed, "PodResourceClaim gpu: create ResourceClaim x: admission webhook denied", fromEvent(researchNS, "slice-c.1")},
+					{ReasonNotScheduledYet, "pod slice-c: the scheduler has not reported on it yet", fromPod(researchNS, "slice-c")},
 				}},
 		},
 		{
@@ -99,8 +109,8 @@ func TestPending(t *testing.T) {
 			},
 			want: PendingClaim{Namespace: researchNS, Tenant: research, Template: "slice", Pods: []string{"slice-c"}, Classes: []string{"gpu-slice"},
 				AgeSeconds: 600, Reasons: []Reason{
-					{ReasonClaimNotCreated, "no ResourceClaim has been created from template slice for pod slice-c yet"},
-					{ReasonNotScheduledYet, "pod slice-c: the scheduler has not reported on it yet"},
+					{Kind: ReasonClaimNotCreated, Message: "no ResourceClaim has been created from template slice for pod slice-c yet"},
+					{ReasonNotScheduledYet, "pod slice-c: the scheduler has not reported on it yet", fromPod(researchNS, "slice-c")},
 				}},
 		},
 		{
@@ -115,9 +125,52 @@ func TestPending(t *testing.T) {
 			},
 			want: PendingClaim{Namespace: researchNS, Tenant: research, Template: "slice", Pods: []string{"slice-c"}, Classes: []string{"gpu-slice"},
 				AgeSeconds: 600, Reasons: []Reason{
-					{ReasonClaimNotCreated, "no ResourceClaim has been created from template slice for pod slice-c yet"},
-					{ReasonNotScheduledYet, "pod slice-c: the scheduler has not reported on it yet"},
+					{Kind: ReasonClaimNotCreated, Message: "no ResourceClaim has been created from template slice for pod slice-c yet"},
+					{ReasonNotScheduledYet, "pod slice-c: the scheduler has not reported on it yet", fromPod(researchNS, "slice-c")},
 				}},
+		},
+		{
+			name: "an event in another tenant's namespace about the pod is not taken for the controller's",
+			modify: func(s *Snapshot) {
+				p := pod(researchNS, "slice-c", created, "", "slice")
+				s.Pods = append(s.Pods, p)
+				s.ClaimTemplates = append(s.ClaimTemplates, claimTemplate(researchNS, "slice", "gpu-slice"))
+				// An event with eventTime set may name an object of another namespace than its own.
+				forged := failedCreation(p, quotaMessage)
+				forged.Namespace, forged.EventTime = legalNS, metav1.NewMicroTime(now)
+				s.Events = append(s.Events, forged)
+			},
+			want: PendingClaim{Namespace: researchNS, Tenant: research, Template: "slice", Pods: []string{"slice-c"}, Classes: []string{"gpu-slice"},
+				AgeSeconds: 600, Reasons: []Reason{
+					{Kind: ReasonClaimNotCreated, Message: "no ResourceClaim has been created from template slice for pod slice-c yet"},
+					{ReasonNotScheduledYet, "pod slice-c: the scheduler has not reported on it yet", fromPod(researchNS, "slice-c")},
+				}},
+		},
+		{
+			name: "an event names its reporting controller, before its source component, as its author",
+			modify: func(s *Snapshot) {
+				p := pod(researchNS, "slice-c", created, "", "slice")
+				s.Pods = append(s.Pods, p)
+				s.ClaimTemplates = append(s.ClaimTemplates, claimTemplate(researchNS, "slice", "gpu-slice"))
+				ev := failedCreation(p, quotaMessage)
+				ev.ReportingController = "resourceclaim-controller"
+				s.Events = append(s.Events, ev)
+			},
+			want: PendingClaim{Namespace: researchNS, Tenant: research, Template: "slice", Pods: []string{"slice-c"}, Classes: []string{"gpu-slice"},
+				AgeSeconds: 600, Reasons: []Reason{
+					{ReasonQuotaExceeded, quotaMessage, ReasonSource{Object: ObjectRef{"Event", researchNS, "slice-c.1"},
+						ReportedBy: "resourceclaim-controller", TenantWritable: true}},
+					{ReasonNotScheduledYet, "pod slice-c: the scheduler has not reported on it yet", fromPod(researchNS, "slice-c")},
+				}},
+		},
+		{
+			name: "a reason read outside the tenant namespaces is not the tenant's",
+			modify: func(s *Snapshot) {
+				s.ResourceClaims = append(s.ResourceClaims, claim("ml-platform", "c", created, "gpu-whole"))
+				s.Pods = append(s.Pods, unschedulable(pod("ml-platform", "p", created, "c", ""), schedulerMessage))
+			},
+			want: PendingClaim{Namespace: "ml-platform", Claim: "c", Pods: []string{"p"}, Classes: []string{"gpu-whole"}, AgeSeconds: 600,
+				Reasons: []Reason{{ReasonUnschedulable, "pod p: " + schedulerMessage, ReasonSource{Object: ObjectRef{"Pod", "ml-platform", "p"}}}}},
 		},
 		{
 			name: "a template pod's generated claim is found through the pod's status",
@@ -126,7 +179,7 @@ func TestPending(t *testing.T) {
 				s.Pods = append(s.Pods, unschedulable(generated(pod(researchNS, "slice-b", created, "", "slice"), "slice-b-gpu-abcde"), schedulerMessage))
 			},
 			want: PendingClaim{Namespace: researchNS, Tenant: research, Claim: "slice-b-gpu-abcde", Template: "slice", Pods: []string{"slice-b"},
-				Classes: []string{"gpu-slice"}, AgeSeconds: 600, Reasons: []Reason{{ReasonUnschedulable, "pod slice-b: " + schedulerMessage}}},
+				Classes: []string{"gpu-slice"}, AgeSeconds: 600, Reasons: []Reason{{ReasonUnschedulable, "pod slice-b: " + schedulerMessage, fromPod(researchNS, "slice-b")}}},
 		},
 		{
 			name: "a pod naming a claim that does not exist",
@@ -134,7 +187,7 @@ func TestPending(t *testing.T) {
 				s.Pods = append(s.Pods, pod(legalNS, "p", created, "gone", ""))
 			},
 			want: PendingClaim{Namespace: legalNS, Tenant: legal, Claim: "gone", Pods: []string{"p"}, Classes: []string{}, AgeSeconds: 600,
-				Reasons: []Reason{{ReasonClaimNotFound, "pod p uses ResourceClaim gone, which does not exist"}}},
+				Reasons: []Reason{{Kind: ReasonClaimNotFound, Message: "pod p uses ResourceClaim gone, which does not exist"}}},
 		},
 		{
 			name: "an unallocated claim no pod uses is unreferenced",
@@ -142,7 +195,7 @@ func TestPending(t *testing.T) {
 				s.ResourceClaims = append(s.ResourceClaims, claim(legalNS, "orphan", created, "gpu-whole"))
 			},
 			want: PendingClaim{Namespace: legalNS, Tenant: legal, Claim: "orphan", Pods: []string{}, Classes: []string{"gpu-whole"}, AgeSeconds: 600,
-				Reasons: []Reason{{ReasonUnreferenced, "no unscheduled pod uses this claim, so the scheduler does not try to allocate it"}}},
+				Reasons: []Reason{{Kind: ReasonUnreferenced, Message: "no unscheduled pod uses this claim, so the scheduler does not try to allocate it"}}},
 		},
 		{
 			name: "a class that selects no device",
@@ -153,8 +206,8 @@ func TestPending(t *testing.T) {
 			},
 			want: PendingClaim{Namespace: legalNS, Tenant: legal, Claim: "h", Pods: []string{"h"}, Classes: []string{"gpu-h100"}, AgeSeconds: 600,
 				Reasons: []Reason{
-					{ReasonUnschedulable, "pod h: " + schedulerMessage},
-					{ReasonNoMatchingDevice, "DeviceClass gpu-h100 selects no device of the cluster"},
+					{ReasonUnschedulable, "pod h: " + schedulerMessage, fromPod(legalNS, "h")},
+					{Kind: ReasonNoMatchingDevice, Message: "DeviceClass gpu-h100 selects no device of the cluster"},
 				}},
 		},
 		{
@@ -165,8 +218,8 @@ func TestPending(t *testing.T) {
 			},
 			want: PendingClaim{Namespace: legalNS, Tenant: legal, Claim: "c", Pods: []string{"p"}, Classes: []string{"gpu-slice"}, AgeSeconds: 600,
 				Reasons: []Reason{
-					{ReasonUnschedulable, "pod p: " + schedulerMessage},
-					{ReasonClassNotGranted, "DeviceClass gpu-slice is not granted to tenant legal-ai"},
+					{ReasonUnschedulable, "pod p: " + schedulerMessage, fromPod(legalNS, "p")},
+					{Kind: ReasonClassNotGranted, Message: "DeviceClass gpu-slice is not granted to tenant legal-ai"},
 				}},
 		},
 		{
@@ -177,8 +230,8 @@ func TestPending(t *testing.T) {
 			},
 			want: PendingClaim{Namespace: legalNS, Tenant: legal, Claim: "c", Pods: []string{"p"}, Classes: []string{"gpu-deleted"}, AgeSeconds: 600,
 				Reasons: []Reason{
-					{ReasonUnschedulable, "pod p: " + schedulerMessage},
-					{ReasonClassNotFound, "DeviceClass gpu-deleted does not exist"},
+					{ReasonUnschedulable, "pod p: " + schedulerMessage, fromPod(legalNS, "p")},
+					{Kind: ReasonClassNotFound, Message: "DeviceClass gpu-deleted does not exist"},
 				}},
 		},
 		{
@@ -189,7 +242,7 @@ func TestPending(t *testing.T) {
 				s.Pods = append(s.Pods, unschedulable(pod(researchNS, "p", created, "either", ""), schedulerMessage))
 			},
 			want: PendingClaim{Namespace: researchNS, Tenant: research, Claim: "either", Pods: []string{"p"}, Classes: []string{"gpu-whole", "gpu-slice"},
-				AgeSeconds: 600, Reasons: []Reason{{ReasonUnschedulable, "pod p: " + schedulerMessage}}},
+				AgeSeconds: 600, Reasons: []Reason{{ReasonUnschedulable, "pod p: " + schedulerMessage, fromPod(researchNS, "p")}}},
 		},
 	}
 	for _, tc := range cases {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 
@@ -33,13 +34,17 @@ type Snapshot struct {
 	LimitRanges    []corev1.LimitRange
 	// Pods are the pods the scheduler has not bound yet.
 	Pods []corev1.Pod
-	// Events are the resource claim controller's FailedResourceClaimCreation events.
+	// Events are the FailedResourceClaimCreation events: the resource claim controller's, or anyone's who may write
+	// events in their namespace.
 	Events         []corev1.Event
 	PolicyBindings []admissionv1.ValidatingAdmissionPolicyBinding
 	Policies       []admissionv1.ValidatingAdmissionPolicy
-	// VClusterConfigs are the Secrets the vCluster chart labels as its own (VClusterSecretSelector); the audit reads
-	// the config Secrets among them.
+	// VClusterConfigs are the Secrets the vCluster chart labels as its own (VClusterSelector); the audit reads the
+	// config Secrets among them.
 	VClusterConfigs []corev1.Secret
+	// VClusterStatefulSets are the StatefulSets the vCluster chart labels as its own, the control planes whose pod
+	// templates pin their config's hash.
+	VClusterStatefulSets []appsv1.StatefulSet
 }
 
 // Need names one kind of object a report reads.

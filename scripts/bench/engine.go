@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,9 +13,10 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/environment"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/localcluster"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
@@ -39,7 +41,8 @@ var engineReference = map[int]map[string]*reference{
 		"preview, no refresh": {wall: 9600 * time.Millisecond}, "destroy": {wall: 210900 * time.Millisecond},
 	},
 	100: {
-		"up": {limit: 3 * time.Minute}, "preview": {limit: 30 * time.Second},
+		// Pull requests preview without the refresh (drift.yml refreshes every stack daily): that preview has the limit.
+		"up": {limit: 3 * time.Minute}, "preview, no refresh": {limit: 30 * time.Second},
 		"up adding one tenant, changed stacks only": {limit: 30 * time.Second}, "up adding one tenant": {limit: 30 * time.Second},
 		"destroy": {limit: 3 * time.Minute},
 	},
@@ -56,7 +59,7 @@ const upRatioLimit = 12
 // the engine's processes (the CLIs, providers and policy packs, summed) and, after an up, the size of the state.
 // Everything lives in a temporary directory, purged at the end. On an error it returns the rows of the sizes
 // already measured.
-func benchEngine(ctx context.Context, root string, sizes []int, groupSize int) ([]row, []string, error) {
+func benchEngine(ctx context.Context, root string, sizes []int, l layout) ([]row, []string, error) {
 	dir, err := os.MkdirTemp("", "gpu-tenancy-bench-")
 	if err != nil {
 		return nil, nil, err
@@ -72,37 +75,47 @@ func benchEngine(ctx context.Context, root string, sizes []int, groupSize int) (
 		return nil, nil, err
 	}
 	var packs []string
-	if pack := engine.PolicyPack(root); exists(pack) {
+	if pack := environment.PolicyPack(root); exists(pack) {
 		packs = []string{pack}
 	} else {
 		fmt.Fprintf(os.Stderr, "bench: no policy pack at %s: the engine runs without it\n", pack)
 	}
-	layout := "one stack"
-	if groupSize > 0 {
-		layout = fmt.Sprintf("groups of %d", groupSize)
-	}
+	groupSize := l.groupSize
 
 	var rows []row
 	for _, n := range sizes {
 		sizeDir := filepath.Join(dir, strconv.Itoa(n))
-		open := func(tenants int, skipRefresh bool) (*engine.Environment, error) {
-			overrides, err := tenantOverrides(base, tenants)
-			if err != nil {
-				return nil, err
+		// The environment's own stack file, as an operator's: a move records its groups there. It is written when the
+		// number of tenants changes, and otherwise kept with what a move recorded.
+		stackFile, written := filepath.Join(sizeDir, "Pulumi.local.yaml"), -1
+		open := func(tenants int, skipRefresh bool) (*environment.Environment, error) {
+			if tenants != written {
+				overrides, err := tenantOverrides(base, tenants)
+				if err != nil {
+					return nil, err
+				}
+				// As tests/e2e does: the control plane's kubeconfig is the secret key, not a file named in `existing`.
+				overrides[platform.ConfigNamespace+":existing"] = "{}"
+				if groupSize > 0 {
+					overrides[platform.ConfigNamespace+":tenantGroups"] = strconv.Itoa((n + groupSize - 1) / groupSize)
+				}
+				if err := os.MkdirAll(sizeDir, 0o700); err != nil {
+					return nil, err
+				}
+				if err := writeStackFile(filepath.Join(root, localStackFile), stackFile, overrides); err != nil {
+					return nil, err
+				}
+				written = tenants
 			}
-			// As tests/e2e does: the control plane's kubeconfig is the secret key, not a file named in `existing`.
-			overrides[platform.ConfigNamespace+":existing"] = "{}"
-			if groupSize > 0 {
-				overrides[platform.ConfigNamespace+":tenantGroups"] = strconv.Itoa((n + groupSize - 1) / groupSize)
-			}
-			return engine.OpenEnvironment(ctx, engine.Options{
-				RepoRoot: root, Stack: "local", WorkDir: filepath.Join(sizeDir, "work"), StateDir: filepath.Join(sizeDir, "state"),
-				Passphrase: "bench", Config: overrides, PolicyPacks: packs, SkipRefresh: skipRefresh,
+			return environment.OpenEnvironment(ctx, environment.Options{
+				RepoRoot: root, Stack: "local", StackFile: stackFile, WorkDir: filepath.Join(sizeDir, "work"),
+				Backend: "file://" + filepath.Join(sizeDir, "state"), Passphrase: "bench", PolicyPacks: packs,
+				SkipRefresh: skipRefresh, SkipCheckpoints: l.skipCheckpoints,
 				SecretConfig: map[string]string{platform.ConfigNamespace + ":kubeconfig": string(cl.rawKubeconfig)},
 			})
 		}
-		size := fmt.Sprintf("%s, %s", tenants(n), layout)
-		op := func(verb string, changes engine.Changes, wall time.Duration, rssKiB int64) {
+		size := fmt.Sprintf("%s, %s", tenants(n), l)
+		op := func(verb string, changes environment.Changes, wall time.Duration, rssKiB int64) {
 			what := "engine " + verb
 			if len(packs) > 0 && verb != "destroy" {
 				what += " + policy pack"
@@ -110,7 +123,7 @@ func benchEngine(ctx context.Context, root string, sizes []int, groupSize int) (
 			rows = append(rows, row{what: what, size: size, wall: wall, rssKiB: rssKiB, resources: describe(verb, changes),
 				ref: engineReference[n][verb]})
 		}
-		timed := func(verb string, f func() (engine.Changes, error)) error {
+		timed := func(verb string, f func() (environment.Changes, error)) error {
 			fmt.Fprintf(os.Stderr, "bench: engine %s of %s\n", verb, size)
 			sampler := sampleRSS(engineProcesses)
 			start := time.Now()
@@ -128,7 +141,7 @@ func benchEngine(ctx context.Context, root string, sizes []int, groupSize int) (
 		if err != nil {
 			return rows, nil, err
 		}
-		if err := timed("up", func() (engine.Changes, error) { return env.Up(ctx) }); err != nil {
+		if err := timed("up", func() (environment.Changes, error) { return env.Up(ctx) }); err != nil {
 			return rows, nil, err
 		}
 		bytes, err := stateBytes(filepath.Join(sizeDir, "state"))
@@ -145,13 +158,13 @@ func benchEngine(ctx context.Context, root string, sizes []int, groupSize int) (
 		}
 		for _, p := range []struct {
 			verb string
-			env  *engine.Environment
+			env  *environment.Environment
 		}{{"preview", env}, {"preview, no refresh", unrefreshed}} {
-			if err := timed(p.verb, func() (engine.Changes, error) { return p.env.Preview(ctx) }); err != nil {
+			if err := timed(p.verb, func() (environment.Changes, error) { return p.env.Preview(ctx) }); err != nil {
 				return rows, nil, err
 			}
 		}
-		if n == sizes[len(sizes)-1] {
+		if n == sizes[len(sizes)-1] && l.grow {
 			// One tenant more, as `make stack VERB=up -changed-only` runs it (the platform stack and the new
 			// tenant's group, each refreshed), then one more as a plain up runs it (every stack, refreshed).
 			for i, onlyChanged := range []bool{true, false} {
@@ -164,7 +177,7 @@ func benchEngine(ctx context.Context, root string, sizes []int, groupSize int) (
 				if onlyChanged {
 					verb += ", changed stacks only"
 				}
-				if err := timed(verb, func() (engine.Changes, error) { return grown.Up(ctx) }); err != nil {
+				if err := timed(verb, func() (environment.Changes, error) { return grown.Up(ctx) }); err != nil {
 					return rows, nil, err
 				}
 				if onlyChanged {
@@ -172,12 +185,120 @@ func benchEngine(ctx context.Context, root string, sizes []int, groupSize int) (
 				}
 				env = grown
 			}
+			if groupSize > 0 {
+				if err := benchMove(ctx, env, open, n+2, size, &rows); err != nil {
+					return rows, nil, err
+				}
+			}
 		}
-		if err := timed("destroy", func() (engine.Changes, error) { return env.Destroy(ctx) }); err != nil {
+		if err := timed("destroy", func() (environment.Changes, error) { return env.Destroy(ctx) }); err != nil {
 			return rows, nil, err
 		}
 	}
 	return rows, upRatio(rows, sizes), nil
+}
+
+// writeStackFile writes the stack file base with the config keys of overrides (raw JSON values) set, to path.
+func writeStackFile(base, path string, overrides map[string]string) error {
+	raw, err := os.ReadFile(base)
+	if err != nil {
+		return err
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return fmt.Errorf("%s: %w", base, err)
+	}
+	config, _ := doc["config"].(map[string]any)
+	if config == nil {
+		config = map[string]any{}
+	}
+	for k, v := range overrides {
+		var value any
+		if err := json.Unmarshal([]byte(v), &value); err != nil {
+			value = v
+		}
+		config[k] = value
+	}
+	doc["config"] = config
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o600)
+}
+
+// layout is how the engine runs an environment: tenant groups of groupSize tenants (0: one stack), with each group
+// stack's state written once at the end (skipCheckpoints); grow adds tenants and moves some at the largest size.
+type layout struct {
+	groupSize       int
+	skipCheckpoints bool
+	grow            bool
+}
+
+func (l layout) String() string {
+	s := "one stack"
+	if l.groupSize > 0 {
+		s = fmt.Sprintf("groups of %d", l.groupSize)
+	}
+	if l.skipCheckpoints {
+		s += ", groups without checkpoints"
+	}
+	return s
+}
+
+// benchLayouts runs the largest size in the layouts the tenant groups were chosen against (docs/architecture.md,
+// "Scale"): the same groups with each group's state written once at the end, and groups two and a half times as large.
+func benchLayouts(ctx context.Context, root string, n, groupSize int) ([]row, error) {
+	var rows []row
+	for _, l := range []layout{{groupSize: groupSize, skipCheckpoints: true}, {groupSize: groupSize * 5 / 2}} {
+		r, _, err := benchEngine(ctx, root, []int{n}, l)
+		rows = append(rows, r...)
+		if err != nil {
+			return rows, err
+		}
+	}
+	return rows, nil
+}
+
+// movedTenants is how many tenants the move row hands to another group at once.
+const movedTenants = 10
+
+// benchMove moves movedTenants tenants of other groups to group 0 in one move, as `gpu-tenancy-env move` does, and
+// checks with a preview of every stack that nothing is left to change (so nothing was deleted or recreated).
+func benchMove(ctx context.Context, env *environment.Environment, open func(int, bool) (*environment.Environment, error),
+	n int, size string, rows *[]row) error {
+	var movers []string
+	for _, s := range env.Stacks[2:] {
+		held, err := s.Tenants(ctx)
+		if err != nil {
+			return err
+		}
+		for _, t := range held {
+			if len(movers) < movedTenants {
+				movers = append(movers, t)
+			}
+		}
+	}
+	fmt.Fprintf(os.Stderr, "bench: engine move of %d tenants of %s\n", len(movers), size)
+	sampler := sampleRSS(engineProcesses)
+	start := time.Now()
+	plan, err := env.Move(ctx, movers, 0, false)
+	wall := time.Since(start)
+	rss := sampler()
+	if err != nil {
+		return fmt.Errorf("move of %s: %w", size, err)
+	}
+	after, err := open(n, true)
+	if err != nil {
+		return err
+	}
+	changes, err := after.Preview(ctx)
+	if err != nil {
+		return err
+	}
+	*rows = append(*rows, row{what: fmt.Sprintf("engine move of %d tenants to one group", len(movers)), size: size, wall: wall, rssKiB: rss,
+		resources: fmt.Sprintf("%d resources moved; next preview: %s", plan.Resources(), describe("preview", changes))})
+	return nil
 }
 
 // upRatio is the line that compares the up of the largest size with the up of the smallest, per tenant count.
@@ -215,7 +336,7 @@ func upRatio(rows []row, sizes []int) []string {
 
 // describe is what an operation touched: the resources of an up or destroy, the unchanged ones of a preview (a
 // preview that wants changes is not the no-change preview its row stands for: the row says so).
-func describe(verb string, changes engine.Changes) string {
+func describe(verb string, changes environment.Changes) string {
 	if !strings.HasPrefix(verb, "preview") {
 		return strconv.Itoa(total(changes))
 	}
@@ -325,6 +446,33 @@ func startCluster(ctx context.Context, root, dir string, extraEnv ...string) (*b
 		return cl, err
 	}
 	return cl, simhw.Apply(ctx, cl.client)
+}
+
+// localStackUp starts a control plane of its own for a part of the bench and brings the local stack up on it; done
+// purges the control plane and removes its directory, whatever err is.
+func localStackUp(ctx context.Context, root, part string) (cl *benchCluster, done func(), err error) {
+	dir, err := os.MkdirTemp("", "gpu-tenancy-bench-"+part+"-")
+	if err != nil {
+		return nil, func() {}, err
+	}
+	cl, err = startCluster(ctx, root, filepath.Join(dir, "cluster"))
+	done = func() { cl.purge(); os.RemoveAll(dir) }
+	if err != nil {
+		return cl, done, err
+	}
+	st, err := environment.Open(ctx, environment.Options{
+		RepoRoot: root, Stack: "local", WorkDir: filepath.Join(dir, "work"), Backend: "file://" + filepath.Join(dir, "state"),
+		Passphrase: "bench", Config: map[string]string{platform.ConfigNamespace + ":existing": "{}"},
+		SecretConfig: map[string]string{platform.ConfigNamespace + ":kubeconfig": string(cl.rawKubeconfig)},
+	})
+	if err != nil {
+		return cl, done, err
+	}
+	fmt.Fprintf(os.Stderr, "bench: %s: up of the local stack\n", part)
+	if _, err := st.Up(ctx); err != nil {
+		return cl, done, fmt.Errorf("up: %w", err)
+	}
+	return cl, done, nil
 }
 
 func (cl *benchCluster) purge() {

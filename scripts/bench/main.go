@@ -7,6 +7,8 @@
 //     tenants in tenant groups of 10 (engine.Environment): `up`, a no-change `preview` (with its refresh, and without
 //     it), one tenant added at the largest size (as `-changed-only` runs it, then as a plain up), and `destroy`, each
 //     timed, with the resources they touch, the peak memory of the engine's processes and the size of the state;
+//   - admission: one tenant's claim create as its syncer (p50, p99) with 10, 100 and 1,000 tenants' guards on the
+//     cluster, with one entitlement policy for all and, for comparison, one per tenant;
 //   - fairness: one tenant's syncer token floods the API server of a control plane of its own while the other
 //     tenant's syncer and the DRA driver are timed (p50, p99), with and without the platform's FlowSchemas;
 //   - build: `go build ./infra` cold (empty build cache) and warm (one project file changed) against the floor, a
@@ -42,7 +44,7 @@ import (
 )
 
 // parts in the order they run and print.
-var parts = []string{"plan", "engine", "fairness", "build"}
+var parts = []string{"plan", "engine", "layouts", "admission", "fairness", "build"}
 
 // row is one line of the table; a zero rssKiB or an empty resources prints as "-".
 type row struct {
@@ -135,7 +137,12 @@ func run(selected []string, planSizes, engineSizes []int, groupSize int) error {
 		case "plan":
 			r, l, err = benchPlan(ctx, root, planSizes)
 		case "engine":
-			r, l, err = benchEngine(ctx, root, engineSizes, groupSize)
+			r, l, err = benchEngine(ctx, root, engineSizes, layout{groupSize: groupSize, grow: true})
+		case "layouts":
+			r, err = benchLayouts(ctx, root, engineSizes[len(engineSizes)-1], groupSize)
+		case "admission":
+			extra, err = benchAdmission(ctx, root)
+			sections = append(sections, extra...)
 		case "fairness":
 			extra, err = benchFairness(ctx, root)
 			sections = append(sections, extra...)

@@ -25,6 +25,8 @@ import (
 	"sort"
 	"strings"
 
+	// The plans are of every cloud's stacks.
+	_ "github.com/gpu-tenancy/gpu-tenancy/components/flavours"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/plan"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/environment"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/localdemo"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/syncbuf"
@@ -72,7 +72,7 @@ func TestDemoRecoversAfterPurgeCrashAndInterruption(t *testing.T) {
 	})
 	step("a demo up killed by SIGKILL while it creates the tenants is recovered by the next one", func(t *testing.T) {
 		restartCluster(t)
-		killDuring(t, &stackEnv{t: t, stateDir: opts.StateDir, workDir: opts.WorkDir}, engine.OpUp, "kubernetes:core/v1:Namespace", "creating")
+		killDuring(t, &stackEnv{t: t, stateDir: opts.StateDir, workDir: opts.WorkDir}, environment.OpUp, "kubernetes:core/v1:Namespace", "creating")
 		out := demo(t, localdemo.Up)
 		assert.Contains(t, out, "an interrupted up left stack local unfinished: recovering it, then up")
 		assert.Contains(t, progress.String(), "released the lock of pulumi process", "the killed engine's lock is released")

@@ -19,7 +19,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/environment"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
 	"github.com/stretchr/testify/assert"
@@ -79,21 +79,21 @@ func newStackEnv(t *testing.T) *stackEnv {
 
 // open prepares the local stack with tenants replaced when given. The kubeconfig of this test's control plane is
 // handed over as the secret `gpu-tenancy:kubeconfig`, so the state check can look for a secret config value.
-func (s *stackEnv) open(ctx context.Context, tenants []platform.TenantArgs) *engine.Stack {
+func (s *stackEnv) open(ctx context.Context, tenants []platform.TenantArgs) *environment.Stack {
 	s.t.Helper()
 	return s.openWith(ctx, tenants, nil)
 }
 
 // openWith is open with the GPU classes replaced too, when given.
-func (s *stackEnv) openWith(ctx context.Context, tenants []platform.TenantArgs, classes []tenancy.GPUClass) *engine.Stack {
+func (s *stackEnv) openWith(ctx context.Context, tenants []platform.TenantArgs, classes []tenancy.GPUClass) *environment.Stack {
 	s.t.Helper()
-	st, err := engine.Open(ctx, s.options(tenants, classes))
+	st, err := environment.Open(ctx, s.options(tenants, classes))
 	require.NoError(s.t, err)
 	return st
 }
 
 // options are the engine options of the local stack of this test, tenants and classes replaced when given.
-func (s *stackEnv) options(tenants []platform.TenantArgs, classes []tenancy.GPUClass) engine.Options {
+func (s *stackEnv) options(tenants []platform.TenantArgs, classes []tenancy.GPUClass) environment.Options {
 	s.t.Helper()
 	raw, err := os.ReadFile(kubeconfig)
 	require.NoError(s.t, err)
@@ -123,8 +123,8 @@ func (s *stackEnv) options(tenants []platform.TenantArgs, classes []tenancy.GPUC
 		require.NoError(s.t, err)
 		secrets[platform.ConfigNamespace+":platformAccessKeys"] = string(raw)
 	}
-	return engine.Options{
-		RepoRoot: repoRoot, Stack: s.stack(), ConfigFrom: "local", WorkDir: s.workDir, StateDir: s.stateDir,
+	return environment.Options{
+		RepoRoot: repoRoot, Stack: s.stack(), ConfigFrom: "local", WorkDir: s.workDir, Backend: "file://" + s.stateDir,
 		Passphrase: "e2e-passphrase", Config: cfg, Progress: progressTo(s.t), SecretConfig: secrets,
 	}
 }
@@ -199,6 +199,17 @@ func listObjects(t *testing.T, ctx context.Context, kinds []schema.GroupVersionR
 	return names
 }
 
+// requireNamespaceGone waits until the namespace is deleted, not just terminating.
+func requireNamespaceGone(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	eventually(t, ctx, func() error {
+		if _, err := client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return errorf("namespace %s still there (%v)", name, err)
+		}
+		return nil
+	})
+}
+
 // requireAsBefore waits until the cluster-wide objects are those of snapshot before (namespaces terminate for a while).
 func requireAsBefore(t *testing.T, ctx context.Context, before []string) {
 	t.Helper()
@@ -256,16 +267,19 @@ func TestLocalStack(t *testing.T) {
 	})
 
 	t.Run("the API server holds the platform's objects", func(t *testing.T) { checkObjects(t, ctx, env) })
+	t.Run("what vCluster and GPU jobs legitimately create is admitted", func(t *testing.T) { checkLegitimateWorkloads(t, ctx) })
 	t.Run("the policy pack passes the program and stops a broken one", func(t *testing.T) { checkPolicyPack(t, ctx, env) })
 	t.Run("every policy type-checks on the API server", func(t *testing.T) { checkPoliciesTypeCheck(t, ctx) })
 	t.Run("entitlements hold", func(t *testing.T) { checkEntitlements(t, ctx) })
 	t.Run("pod security holds in tenant namespaces", func(t *testing.T) { checkPodSecurity(t, ctx) })
 	t.Run("the vCluster control plane is admitted under its tenant's level", func(t *testing.T) { checkVClusterAdmitted(t, ctx) })
+	t.Run("no controller is refused a pod in a tenant namespace", func(t *testing.T) { checkNoFailedCreate(t, ctx) })
 	t.Run("no GPU claim outside a tenant's own namespace", func(t *testing.T) { checkClaimsOutsideTenants(t, ctx) })
 	t.Run("every cloud metadata endpoint is blocked", func(t *testing.T) { checkMetadataBlocked(t, ctx) })
 	t.Run("device quotas hold and allocation is real", func(t *testing.T) { checkQuotaAndAllocation(t, ctx) })
 	t.Run("claim status cannot be forged", func(t *testing.T) { checkClaimStatusGuard(t, ctx) })
 	t.Run("the syncer holds exactly the rights the threat model lists", func(t *testing.T) { checkSyncerRights(t, ctx) })
+	t.Run("who writes what the platform reads is what the threat model says", func(t *testing.T) { checkPlatformSources(t, ctx) })
 	t.Run("a hostile tenant is refused by the guard that names it", func(t *testing.T) { checkHostileTenant(t, ctx) })
 	t.Run("a device in use cannot be released", func(t *testing.T) { checkClaimRelease(t, ctx) })
 	t.Run("object counts are capped", func(t *testing.T) { checkObjectCountQuota(t, ctx) })
@@ -273,6 +287,7 @@ func TestLocalStack(t *testing.T) {
 	t.Run("each tenant's platform key is its own", func(t *testing.T) { checkPlatformKeys(t, ctx, platformKeys) })
 	t.Run("API fairness puts each tenant in one flow, the driver ahead", func(t *testing.T) { checkFlowSchemas(t, ctx) })
 	t.Run("the operators' CLI reports capacity, waiting claims and findings", func(t *testing.T) { checkOperatorCLI(t, ctx) })
+	t.Run("the operators' CLI takes what tenants write for their word", func(t *testing.T) { checkPlatformReadsTenantWords(t, ctx) })
 	t.Run("the pending-claim alert fires for the waiting tenant only", func(t *testing.T) { checkPendingClaimAlert(t, ctx) })
 	t.Run("the state holds no secret in plain text", func(t *testing.T) { checkState(t, env) })
 	t.Run("stack changes apply just that change", func(t *testing.T) { checkChanges(t, ctx, env) })
@@ -330,8 +345,10 @@ func checkObjects(t *testing.T, ctx context.Context, env *stackEnv) {
 			want = append(want, "allow-ingress-platform")
 		}
 		assert.ElementsMatch(t, want, policies, "network policies of %s", tenant)
-		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, naming.EntitlementPolicy(tenant), metav1.GetOptions{})
-		assert.NoError(t, err, "entitlement binding of %s", tenant)
+		assert.Equal(t, "true", n.Labels[naming.GrantsLabel], "namespace of %s is under the entitlement policy", tenant)
+		for _, class := range tenantClasses(env, tenant) {
+			assert.Equal(t, "true", n.Labels[naming.ClassGrantLabel(class)], "namespace of %s grants %s", tenant, class)
+		}
 		// The vCluster chart's objects, applied one by one and labelled with their stack like every other object, and
 		// no Helm release record (a release left pending by an interrupted run would block the next install).
 		sts, err := client.AppsV1().StatefulSets(ns).Get(ctx, tenant, metav1.GetOptions{})
@@ -355,6 +372,16 @@ func checkObjects(t *testing.T, ctx context.Context, env *stackEnv) {
 		kind, name, _ := strings.Cut(ref, "/")
 		assert.Contains(t, owned, kindResource(kind)+"//"+name, "%s on the API server, owned by the stack", ref)
 	}
+}
+
+// tenantClasses are the classes the stack grants tenant.
+func tenantClasses(env *stackEnv, tenant string) []string {
+	for _, t := range env.tenants() {
+		if t.Name == tenant {
+			return t.Classes
+		}
+	}
+	return nil
 }
 
 func checkEntitlements(t *testing.T, ctx context.Context) {
@@ -540,8 +567,9 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		changes := *res.Summary.ResourceChanges
 		assert.Zero(t, changes["delete"]+changes["replace"], "%v", changes)
 		assert.Positive(t, changes["create"])
-		// The gpu-slice DeviceClass gains a grant label, and the catalog's claim guard learns the new tenant.
-		assert.Equal(t, 2, changes["update"], "%v", changes)
+		// The gpu-slice DeviceClass gains a grant label, and nothing else shared changes: the guards read each tenant
+		// namespace's own labels, so no policy lists the tenants.
+		assert.Equal(t, 1, changes["update"], "%v", changes)
 		dc, err := client.ResourceV1().DeviceClasses().Get(ctx, slice, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, "true", dc.Labels[naming.ClassTenantLabel("audit-ai")])
@@ -584,16 +612,9 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 	t.Run("removing a tenant leaves nothing behind", func(t *testing.T) {
 		_, err := env.open(ctx, nil).Up(ctx)
 		require.NoError(t, err)
-		eventually(t, ctx, func() error {
-			if _, err := client.CoreV1().Namespaces().Get(ctx, naming.Namespace("audit-ai"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return errorf("namespace of audit-ai still there (%v)", err)
-			}
-			return nil
-		})
-		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, naming.EntitlementPolicy("audit-ai"), metav1.GetOptions{})
-		assert.True(t, apierrors.IsNotFound(err), "binding of audit-ai: %v", err)
-		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, naming.EntitlementPolicy("audit-ai"), metav1.GetOptions{})
-		assert.True(t, apierrors.IsNotFound(err), "policy of audit-ai: %v", err)
+		requireNamespaceGone(t, ctx, naming.Namespace("audit-ai"))
+		_, err = client.FlowcontrolV1().FlowSchemas().Get(ctx, naming.TenantFlowSchema("audit-ai"), metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "flow schema of audit-ai: %v", err)
 		for _, class := range []string{whole, slice} {
 			dc, err := client.ResourceV1().DeviceClasses().Get(ctx, class, metav1.GetOptions{})
 			require.NoError(t, err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/environment"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -32,16 +32,16 @@ func groupedEnv(t *testing.T) *stackEnv {
 func (s *stackEnv) part(p platform.Part) *stackEnv {
 	part := *s
 	if _, isGroup := p.Group(); isGroup {
-		// As engine.OpenEnvironment names a group's stack and its work directory.
+		// As environment.OpenEnvironment names a group's stack and its work directory.
 		part.name = s.stack() + "." + string(p)
 		part.workDir = s.workDir + "." + string(p)
 	}
 	return &part
 }
 
-func (s *stackEnv) environment(ctx context.Context) *engine.Environment {
+func (s *stackEnv) environment(ctx context.Context) *environment.Environment {
 	s.t.Helper()
-	env, err := engine.OpenEnvironment(ctx, s.options(nil, nil))
+	env, err := environment.OpenEnvironment(ctx, s.options(nil, nil))
 	require.NoError(s.t, err)
 	return env
 }
@@ -88,15 +88,26 @@ func TestTenantGroups(t *testing.T) {
 	t.Run("no GPU claim outside a tenant's own namespace", func(t *testing.T) { checkClaimsOutsideTenants(t, ctx) })
 	t.Run("a group's stack cannot take over another group's tenant", func(t *testing.T) {
 		owned := snapshot(t, ctx)
-		// With two groups, both tenants fall in group 1: its stack would take them from groups 0 and 2.
+		// Two groups would leave legal-ai, which lives in group 2, out: refused, naming the move that fixes it.
 		moved := env.part(platform.TenantsPart(1))
 		moved.config = map[string]string{platform.ConfigNamespace + ":tenantGroups": "2"}
 		_, err := moved.open(ctx, nil).Up(ctx)
 		require.Error(t, err)
-		for tenant, part := range groupOf {
-			assert.Contains(t, err.Error(), fmt.Sprintf("Namespace %s exists and belongs to stack %s", naming.Namespace(tenant), env.part(part).owner()))
+		assert.Contains(t, err.Error(), "tenant legal-ai lives in group 2")
+		assert.Contains(t, err.Error(), "gpu-tenancy-env move")
+		// A group recorded for research-ai that its namespace's stack is not: the stack that would take it refuses.
+		recorded := env.part(platform.TenantsPart(1))
+		tenants := env.tenants()
+		for i := range tenants {
+			if tenants[i].Name == research {
+				tenants[i].Group = ptrTo(1)
+			}
 		}
-		assert.Equal(t, owned, snapshot(t, ctx), "the refused up changed nothing")
+		_, err = recorded.open(ctx, tenants).Up(ctx)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), fmt.Sprintf("Namespace %s exists and belongs to stack %s", naming.Namespace(research),
+			env.part(groupOf[research]).owner()))
+		assert.Equal(t, owned, snapshot(t, ctx), "the refused ups changed nothing")
 	})
 	t.Run("an up of what changed runs only the stacks it changes", func(t *testing.T) {
 		stacks := func(parts ...platform.Part) []string {
@@ -120,7 +131,7 @@ func TestTenantGroups(t *testing.T) {
 				tenants[i].CPUQuota = "9"
 			}
 		}
-		changed, err := engine.OpenEnvironment(ctx, env.options(tenants, nil))
+		changed, err := environment.OpenEnvironment(ctx, env.options(tenants, nil))
 		require.NoError(t, err)
 		changed.OnlyChanged = true
 		changes, err := changed.Up(ctx)
@@ -138,24 +149,24 @@ func TestTenantGroups(t *testing.T) {
 	// groups' parallel up, and the groups' destroy, all at once.
 	for _, kill := range []struct {
 		name string
-		op   engine.Op
+		op   environment.Op
 		when []string
 	}{
-		{"killed early in the platform stack's up", engine.OpUp, []string{"[local platform]", "creating"}},
-		{"killed during the parallel tenant run", engine.OpUp, []string{"[local tenants-", "creating"}},
-		{"killed during the groups' destroy", engine.OpDestroy, []string{"[local tenants-", "deleting"}},
+		{"killed early in the platform stack's up", environment.OpUp, []string{"[local platform]", "creating"}},
+		{"killed during the parallel tenant run", environment.OpUp, []string{"[local tenants-", "creating"}},
+		{"killed during the groups' destroy", environment.OpDestroy, []string{"[local tenants-", "deleting"}},
 	} {
 		t.Run(kill.name, func(t *testing.T) {
-			if kill.op == engine.OpUp {
+			if kill.op == environment.OpUp {
 				_, err := env.environment(ctx).Destroy(ctx)
 				require.NoError(t, err)
 			}
 			killChild(t, engineChild{Op: kill.op, Options: env.options(nil, nil), Environment: true}, kill.when...)
-			progress := recoverWith(t, ctx, env, func(opts engine.Options) (recoverer, error) {
-				return engine.OpenEnvironment(ctx, opts)
+			progress := recoverWith(t, ctx, env, func(opts environment.Options) (recoverer, error) {
+				return environment.OpenEnvironment(ctx, opts)
 			})
 			assert.Contains(t, progress, "released the lock of pulumi process", "the killed stack's lock is released with a message")
-			if kill.op == engine.OpDestroy {
+			if kill.op == environment.OpDestroy {
 				for _, part := range env.parts() {
 					assert.Empty(t, managedObjects(t, ctx, part), "the destroy, run again, emptied the state of %s", part.stack())
 					assert.Empty(t, ownedObjects(t, ctx, part), "the destroy, run again, removed every object of %s", part.stack())
@@ -177,7 +188,7 @@ func TestTenantGroups(t *testing.T) {
 	requireAsBefore(t, ctx, before)
 }
 
-func total(changes engine.Changes) int {
+func total(changes environment.Changes) int {
 	n := 0
 	for _, c := range changes {
 		n += c

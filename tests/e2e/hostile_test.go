@@ -17,9 +17,11 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	nodev1 "k8s.io/api/node/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -98,6 +100,28 @@ func createVolumeClaim(edit func(*corev1.PersistentVolumeClaim)) func(context.Co
 	}
 }
 
+// createClaimSpec creates a claim whose spec edit writes.
+func createClaimSpec(edit func(*resourcev1.ResourceClaimSpec)) func(context.Context, kubernetes.Interface, string) error {
+	return func(ctx context.Context, as kubernetes.Interface, ns string) error {
+		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns}}
+		edit(&c.Spec)
+		_, err := as.ResourceV1().ResourceClaims(ns).Create(ctx, c, dryRun)
+		return err
+	}
+}
+
+// createPriorityClass creates, as the tenant's vCluster would copy a virtual one, a PriorityClass of the tenant's own
+// vCluster.
+func createPriorityClass(tenant string, value int32, globalDefault bool) func(context.Context, kubernetes.Interface, string) error {
+	return func(ctx context.Context, as kubernetes.Interface, _ string) error {
+		marker := "vcluster-" + tenant + "-x-" + tenant
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "vcluster-hostile-x-" + marker,
+			Labels: map[string]string{tenancy.VClusterManagedByLabel: marker}}, Value: value, GlobalDefault: globalDefault}
+		_, err := as.SchedulingV1().PriorityClasses().Create(ctx, pc, dryRun)
+		return err
+	}
+}
+
 // tolerating is a request of the tenant's granted class that tolerates a device taint, directly or in firstAvailable.
 func tolerating(class string, first bool, toleration resourcev1.DeviceToleration) resourcev1.DeviceRequest {
 	if first {
@@ -129,23 +153,60 @@ func attacksOn(tenant, class string) []attack {
 		})},
 		{"a toleration of every taint", tenancy.PodPlacementPolicy, "tolerates taints (every taint)",
 			createPod(withTolerations(corev1.Toleration{Operator: corev1.TolerationOpExists}))},
-		{"cordoned nodes", tenancy.PodPlacementPolicy, "node.kubernetes.io/unschedulable",
-			createPod(withTolerations(corev1.Toleration{Key: "node.kubernetes.io/unschedulable", Operator: corev1.TolerationOpExists}))},
+		{"nodes under maintenance", tenancy.PodPlacementPolicy, tenancy.MaintenanceTaint,
+			createPod(withTolerations(corev1.Toleration{Key: tenancy.MaintenanceTaint, Operator: corev1.TolerationOpExists}))},
 		{"a node picked past the scheduler", tenancy.PodPlacementPolicy, "names node gpu-a100-whole-0",
 			createPod(func(p *corev1.Pod) { p.Spec.NodeName = "gpu-a100-whole-0" })},
 		{"another scheduler", tenancy.PodPlacementPolicy, "asks for scheduler",
 			createPod(func(p *corev1.Pod) { p.Spec.SchedulerName = "lenient" })},
-		{"system-node-critical priority", tenancy.PodPlacementPolicy, "asks for PriorityClass system-node-critical",
+		{"system-node-critical priority", tenancy.PodPlacementPolicy, "has priority 2000001000 (PriorityClass system-node-critical)",
 			createPod(func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-node-critical" })},
+		{"a priority class above the tenants' band", tenancy.PriorityClassPolicy, "may have a value of at most 0",
+			createPriorityClass(tenant, 1000, false)},
+		{"a default priority class for the whole cluster", tenancy.PriorityClassPolicy, "may not be the cluster's default",
+			createPriorityClass(tenant, 0, true)},
+		{"anti-affinity against every namespace's pods", tenancy.PodPlacementPolicy, "reach other namespaces",
+			createPod(func(p *corev1.Pod) {
+				p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+					TopologyKey: "kubernetes.io/hostname", NamespaceSelector: &metav1.LabelSelector{}, LabelSelector: &metav1.LabelSelector{}}}}}
+			})},
+		{"the driver's sharing configuration in a claim", tenancy.ClaimShapePolicy, "carries device configuration",
+			createClaimSpec(func(s *resourcev1.ResourceClaimSpec) {
+				s.Devices.Requests = []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class}}}
+				s.Devices.Config = []resourcev1.DeviceClaimConfiguration{{DeviceConfiguration: resourcev1.DeviceConfiguration{Opaque: &resourcev1.OpaqueDeviceConfiguration{
+					Driver: "gpu.nvidia.com", Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing"}}`)}}}}}
+			})},
+		{"every matching device", tenancy.ClaimShapePolicy, "allocationMode All",
+			createClaim(resourcev1.DeviceRequest{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class,
+				AllocationMode: resourcev1.DeviceAllocationModeAll}})},
+		{"an EndpointSlice programmed a thousand times", tenancy.EndpointsPolicy, "101 endpoints",
+			func(ctx context.Context, as kubernetes.Interface, ns string) error {
+				s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns}, AddressType: discoveryv1.AddressTypeIPv4,
+					Ports: []discoveryv1.EndpointPort{{Port: ptr.To(int32(80))}}}
+				for i := range 101 {
+					s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.9.%d.%d", i/200, i%200+1)}})
+				}
+				_, err := as.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, dryRun)
+				return err
+			}},
+		{"a Service of many ports", tenancy.ServicePolicy, "ports; a tenant Service may have at most 10",
+			createService(func(s *corev1.Service) {
+				s.Spec.Ports = nil
+				for i := range 11 {
+					s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: int32(8000 + i)})
+				}
+			})},
+		{"a volume claim of the empty class", tenancy.VolumeClaimPolicy, "empty storage class",
+			createVolumeClaim(func(c *corev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr.To("") })},
 		{"a pod without a grace period", tenancy.GracefulDeletePolicy, "terminationGracePeriodSeconds must be at least 1",
 			createPod(func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(0)) })},
 		{"externalIPs", tenancy.ServicePolicy, "sets externalIPs 203.0.113.10",
 			createService(func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"203.0.113.10"} })},
 		{"a claim on an existing volume", tenancy.VolumeClaimPolicy, "names volume",
 			createVolumeClaim(func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeName = "someone-elses" })},
-		{"every device taint tolerated", naming.EntitlementPolicy(tenant), "tolerate device taints",
+		{"every device taint tolerated", naming.EntitlementPolicy, "tolerate device taints",
 			createClaim(tolerating(class, false, everyDeviceTaint))},
-		{"a faulty device's taint tolerated through firstAvailable", naming.EntitlementPolicy(tenant), "tolerate device taints",
+		{"a faulty device's taint tolerated through firstAvailable", naming.EntitlementPolicy, "tolerate device taints",
 			createClaim(tolerating(class, true, faulty))},
 	}
 }

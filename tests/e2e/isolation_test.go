@@ -264,7 +264,11 @@ func checkClaimsOutsideTenants(t *testing.T, ctx context.Context) {
 	} {
 		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		// Gone, not just terminating, when the next check takes its snapshot of the cluster's namespaces.
+		t.Cleanup(func() {
+			_ = client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+			requireNamespaceGone(t, context.Background(), name)
+		})
 	}
 	for _, ns := range []string{"default", "vcluster-stray", "vcluster-ghost"} {
 		for _, class := range []string{whole, "gpu.nvidia.com", "mig.nvidia.com"} {

@@ -20,7 +20,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/environment"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/syncbuf"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/events"
@@ -88,7 +88,7 @@ func checkDrift(t *testing.T, ctx context.Context, env *stackEnv) {
 }
 
 // previewSteps runs a preview and returns its steps other than "same", as "<op> <type>".
-func previewSteps(t *testing.T, ctx context.Context, st *engine.Stack) []string {
+func previewSteps(t *testing.T, ctx context.Context, st *environment.Stack) []string {
 	t.Helper()
 	ch := make(chan events.EngineEvent)
 	var steps []string
@@ -112,7 +112,7 @@ func previewSteps(t *testing.T, ctx context.Context, st *engine.Stack) []string 
 }
 
 // requireNoChanges asserts that a preview (with its refresh) finds nothing to do.
-func requireNoChanges(t *testing.T, ctx context.Context, st *engine.Stack) {
+func requireNoChanges(t *testing.T, ctx context.Context, st *environment.Stack) {
 	t.Helper()
 	assert.Empty(t, previewSteps(t, ctx, st), "a preview after convergence must report no changes")
 }
@@ -122,9 +122,9 @@ func requireNoChanges(t *testing.T, ctx context.Context, st *engine.Stack) {
 const engineChildEnv = "GT_E2E_ENGINE_CHILD"
 
 type engineChild struct {
-	Op      engine.Op
-	Options engine.Options
-	// Environment runs the operation on every stack of the environment (engine.Environment).
+	Op      environment.Op
+	Options environment.Options
+	// Environment runs the operation on every stack of the environment (environment.Environment).
 	Environment bool
 }
 
@@ -139,20 +139,20 @@ func runEngineChild(spec string) int {
 	ctx := context.Background()
 	var err error
 	if c.Environment {
-		var env *engine.Environment
-		if env, err = engine.OpenEnvironment(ctx, c.Options); err == nil {
+		var env *environment.Environment
+		if env, err = environment.OpenEnvironment(ctx, c.Options); err == nil {
 			switch c.Op {
-			case engine.OpDestroy:
+			case environment.OpDestroy:
 				_, err = env.Destroy(ctx)
 			default:
 				_, err = env.Up(ctx)
 			}
 		}
 	} else {
-		var st *engine.Stack
-		if st, err = engine.Open(ctx, c.Options); err == nil {
+		var st *environment.Stack
+		if st, err = environment.Open(ctx, c.Options); err == nil {
 			switch c.Op {
-			case engine.OpDestroy:
+			case environment.OpDestroy:
 				_, err = st.Destroy(ctx)
 			default:
 				_, err = st.Up(ctx)
@@ -169,7 +169,7 @@ func runEngineChild(spec string) int {
 // killDuring runs op in a child process and kills it with SIGKILL, the pulumi CLI with it, at the first progress line
 // that contains every fragment of when, as an operator's kill or a lost CI runner would. It fails the test when the
 // operation ends before that line. The plugins outlive it until the test is over, as they would outlive the engine.
-func killDuring(t *testing.T, env *stackEnv, op engine.Op, when ...string) {
+func killDuring(t *testing.T, env *stackEnv, op environment.Op, when ...string) {
 	t.Helper()
 	killChild(t, engineChild{Op: op, Options: env.options(nil, nil)}, when...)
 }
@@ -218,16 +218,16 @@ func containsAll(s string, fragments []string) bool {
 
 // recoverStack runs the documented recovery and returns its progress output.
 func recoverStack(t *testing.T, ctx context.Context, env *stackEnv) string {
-	return recoverWith(t, ctx, env, func(opts engine.Options) (recoverer, error) { return engine.Open(ctx, opts) })
+	return recoverWith(t, ctx, env, func(opts environment.Options) (recoverer, error) { return environment.Open(ctx, opts) })
 }
 
 // recoverer is a stack or an environment of stacks, whichever the test recovers.
 type recoverer interface {
-	Recover(ctx context.Context, op engine.Op) error
+	Recover(ctx context.Context, op environment.Op) error
 }
 
 // recoverWith opens what open gives with the test's options, runs its recovery and returns the progress output.
-func recoverWith(t *testing.T, ctx context.Context, env *stackEnv, open func(engine.Options) (recoverer, error)) string {
+func recoverWith(t *testing.T, ctx context.Context, env *stackEnv, open func(environment.Options) (recoverer, error)) string {
 	t.Helper()
 	var progress syncbuf.Buffer
 	opts := env.options(nil, nil)
@@ -337,7 +337,7 @@ func TestRecoveryAfterKill(t *testing.T) {
 	}
 
 	t.Run("killed early in an up", func(t *testing.T) {
-		killDuring(t, env, engine.OpUp, "creating")
+		killDuring(t, env, environment.OpUp, "creating")
 		progress := recoverStack(t, ctx, env)
 		assert.Contains(t, progress, "recover: stack local, then up")
 		converged(t, progress)
@@ -345,11 +345,11 @@ func TestRecoveryAfterKill(t *testing.T) {
 	t.Run("killed while the vCluster charts are applied", func(t *testing.T) {
 		_, err := env.open(ctx, nil).Destroy(ctx)
 		require.NoError(t, err)
-		killDuring(t, env, engine.OpUp, "kubernetes:apps/v1:StatefulSet", "creating")
+		killDuring(t, env, environment.OpUp, "kubernetes:apps/v1:StatefulSet", "creating")
 		converged(t, recoverStack(t, ctx, env))
 	})
 	t.Run("killed during a destroy", func(t *testing.T) {
-		killDuring(t, env, engine.OpDestroy, "deleting")
+		killDuring(t, env, environment.OpDestroy, "deleting")
 		progress := recoverStack(t, ctx, env)
 		assert.Contains(t, progress, "recover: stack local, then destroy", "the interrupted operation runs again")
 		assert.Contains(t, progress, "released the lock of pulumi process", "the killed engine's lock is released with a message")
@@ -383,7 +383,7 @@ func TestStateLeftIncompleteByAKilledEngineIsRepaired(t *testing.T) {
 	var progress syncbuf.Buffer
 	opts := env.options(nil, nil)
 	opts.Progress = io.MultiWriter(&progress, progressTo(t))
-	st, err := engine.Open(ctx, opts)
+	st, err := environment.Open(ctx, opts)
 	require.NoError(t, err, "the stack can be selected again")
 	assert.Contains(t, progress.String(), "removed "+sidecar+": a metadata sidecar left incomplete")
 	assert.Contains(t, progress.String(), "removed "+tempLock+": a temporary file left by an engine that was killed")
@@ -425,7 +425,7 @@ func TestBlockedDestroyExplainsItself(t *testing.T) {
 	var progress syncbuf.Buffer
 	opts := env.options(nil, nil)
 	opts.Progress = io.MultiWriter(&progress, progressTo(t))
-	st, err := engine.Open(ctx, opts)
+	st, err := environment.Open(ctx, opts)
 	require.NoError(t, err)
 	// Bounded by the configured 20s: the default of ten minutes would outlast this test's context.
 	_, err = st.Destroy(ctx)

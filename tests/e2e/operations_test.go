@@ -64,6 +64,15 @@ type (
 			Reasons    []struct {
 				Kind    string `json:"kind"`
 				Message string `json:"message"`
+				From    *struct {
+					Object struct {
+						Kind      string `json:"kind"`
+						Namespace string `json:"namespace"`
+						Name      string `json:"name"`
+					} `json:"object"`
+					ReportedBy     string `json:"reportedBy"`
+					TenantWritable bool   `json:"tenantWritable"`
+				} `json:"from"`
 			} `json:"reasons"`
 		} `json:"claims"`
 	}
@@ -98,25 +107,7 @@ func checkOperatorCLI(t *testing.T, ctx context.Context) {
 		wholeClass     = "gpu-whole"
 		sliceClass     = "gpu-slice"
 	)
-	bin := filepath.Join(t.TempDir(), "gpu-tenancy")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/gpu-tenancy")
-	build.Dir = repoRoot
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "building the CLI: %s", out)
-
-	cli := func(t *testing.T, into any, args ...string) (code int, stderr string) {
-		t.Helper()
-		var stdout, errOut bytes.Buffer
-		cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", kubeconfig, "-o", "json")...)
-		cmd.Stdout, cmd.Stderr = &stdout, &errOut
-		err := cmd.Run()
-		var exit *exec.ExitError
-		if err != nil && !errors.As(err, &exit) {
-			require.NoError(t, err, "running gpu-tenancy %v", args)
-		}
-		require.NoError(t, json.Unmarshal(stdout.Bytes(), into), "gpu-tenancy %v printed %q (stderr %q)", args, stdout.String(), errOut.String())
-		return cmd.ProcessState.ExitCode(), errOut.String()
-	}
+	cli := cliJSON(ctx, buildCLI(t, ctx))
 
 	t.Run("capacity counts the simulated hardware and the tenants' holdings", func(t *testing.T) {
 		var rep cliCapacity
@@ -217,10 +208,11 @@ func checkOperatorCLI(t *testing.T, ctx context.Context) {
 		}
 		var rep cliAudit
 		cli(t, &rep, "audit")
-		assert.Equal(t, "gpu-tenancy.io/v1alpha2", rep.APIVersion)
+		assert.Equal(t, "gpu-tenancy.io/v1alpha3", rep.APIVersion, "docs/cli.md")
 		assert.Equal(t, "AuditReport", rep.Kind)
 		require.False(t, missing(rep), "the stack's limit range is in place: %+v", rep.Findings)
-		// Each tenant's vCluster config Secret is read, and each syncs only its tenant's DeviceClasses.
+		// Each tenant's vCluster config Secret is read, hashes to its StatefulSet's pin as the chart rendered them (the
+		// provider's Helm), and syncs only its tenant's DeviceClasses.
 		assert.Equal(t, []string{legalTenant, researchTenant}, rep.Scope.Tenants)
 		assert.Equal(t, 2, rep.Scope.VClusters, "the vCluster config of each tenant")
 		for _, f := range rep.Findings {
@@ -301,7 +293,11 @@ func checkOperatorCLI(t *testing.T, ctx context.Context) {
 				found = append(found, f.Check+" "+f.Tenant+" "+f.Object.Kind+"/"+f.Object.Namespace+"/"+f.Object.Name)
 			}
 		}
-		assert.Equal(t, []string{"VClusterSyncsAllDeviceClasses " + legalTenant + " Secret/" + ns + "/" + copied.Name}, found)
+		// No StatefulSet of that name pins it, as the chart's would.
+		assert.Equal(t, []string{
+			"VClusterConfigTampered " + legalTenant + " Secret/" + ns + "/" + copied.Name,
+			"VClusterSyncsAllDeviceClasses " + legalTenant + " Secret/" + ns + "/" + copied.Name,
+		}, found)
 
 		require.NoError(t, secrets.Delete(ctx, copied.Name, metav1.DeleteOptions{}))
 		deleted = true
@@ -309,6 +305,41 @@ func checkOperatorCLI(t *testing.T, ctx context.Context) {
 		cli(t, &rep, "audit")
 		assert.Equal(t, 2, rep.Scope.VClusters, "deleted: %+v", rep.Findings)
 	})
+}
+
+// buildCLI builds `gpu-tenancy` from this tree and returns the binary's path.
+func buildCLI(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gpu-tenancy")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/gpu-tenancy")
+	build.Dir = repoRoot
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "building the CLI: %s", out)
+	return bin
+}
+
+// runCLI runs the built CLI against the local cluster and returns what it printed and its exit code.
+func runCLI(t *testing.T, ctx context.Context, bin string, args ...string) (stdout []byte, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", kubeconfig)...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		require.NoError(t, err, "running gpu-tenancy %v", args)
+	}
+	return out.Bytes(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
+// cliJSON runs the built CLI with -o json and decodes its document into into.
+func cliJSON(ctx context.Context, bin string) func(t *testing.T, into any, args ...string) (code int, stderr string) {
+	return func(t *testing.T, into any, args ...string) (int, string) {
+		t.Helper()
+		stdout, stderr, code := runCLI(t, ctx, bin, append(args, "-o", "json")...)
+		require.NoError(t, json.Unmarshal(stdout, into), "gpu-tenancy %v printed %q (stderr %q)", args, stdout, stderr)
+		return code, stderr
+	}
 }
 
 // lookupMap follows a path of keys through nested maps to a map.

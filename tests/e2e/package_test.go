@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -15,7 +16,8 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/examples/go/gpus"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/environment"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
@@ -33,9 +35,9 @@ import (
 // this process.
 func cliStack(t *testing.T, ctx context.Context, workDir, stack string, program pulumi.RunFunc) auto.Stack {
 	t.Helper()
-	cli, err := engine.CLI(repoRoot, map[string]string{
+	cli, err := environment.CLI(repoRoot, map[string]string{
 		"PULUMI_BACKEND_URL":       "file://" + t.TempDir(),
-		"PULUMI_CONFIG_PASSPHRASE": engine.LocalPassphrase,
+		"PULUMI_CONFIG_PASSPHRASE": environment.LocalPassphrase,
 	})
 	require.NoError(t, err)
 	ws, err := auto.NewLocalWorkspace(ctx, append(cli, auto.WorkDir(workDir), auto.SecretsProvider("passphrase"), auto.Program(program))...)
@@ -94,9 +96,12 @@ func TestGoProgramWithAPlatform(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "true", dc.Labels[naming.ClassTenantLabel(tenant)])
 		assert.Equal(t, owner, dc.Labels[naming.StackLabel], "objects carry the owner label of the team's project and stack")
-		_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, naming.EntitlementPolicy(tenant), metav1.GetOptions{})
-		assert.NoError(t, err, "entitlement binding of %s", tenant)
+		ns, err := client.CoreV1().Namespaces().Get(ctx, naming.Namespace(tenant), metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "true", ns.Labels[naming.ClassGrantLabel(class)], "the namespace of %s grants %s", tenant, class)
 	}
+	_, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, naming.EntitlementPolicy, metav1.GetOptions{})
+	assert.NoError(t, err, "the entitlement binding")
 	destroyAsBefore(t, ctx, st, before)
 }
 
@@ -159,12 +164,39 @@ func tenantsOf(t *testing.T, res auto.UpResult) []string {
 	return slices.Sorted(maps.Keys(tenants))
 }
 
-// destroyAsBefore destroys the stack and waits for the cluster to be as it was before.
+// destroyAsBefore destroys the stack and waits for the cluster to be as it was before. The tenants are protected, so
+// a destroy through the CLI needs them unprotected first, as the README says (`pulumi state unprotect --all`): a
+// plain destroy fails on the first.
 func destroyAsBefore(t *testing.T, ctx context.Context, st auto.Stack, before []string) {
 	t.Helper()
 	_, err := st.Destroy(ctx, optdestroy.ProgressStreams(progressTo(t)))
+	require.ErrorContains(t, err, "cannot be deleted", "a destroy of protected tenants fails")
+	require.NoError(t, unprotectAll(ctx, st))
+	_, err = st.Destroy(ctx, optdestroy.ProgressStreams(progressTo(t)))
 	require.NoError(t, err)
 	requireAsBefore(t, ctx, before)
+}
+
+// unprotectAll lifts every resource's protection, as `pulumi state unprotect --all` does.
+func unprotectAll(ctx context.Context, st auto.Stack) error {
+	state, err := st.Export(ctx)
+	if err != nil {
+		return err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(state.Deployment, &doc); err != nil {
+		return err
+	}
+	resources, _ := doc["resources"].([]any)
+	for _, r := range resources {
+		if m, ok := r.(map[string]any); ok {
+			delete(m, "protect")
+		}
+	}
+	if state.Deployment, err = json.Marshal(doc); err != nil {
+		return err
+	}
+	return st.Import(ctx, state)
 }
 
 // A Platform with bad properties, through the provider on the CLI: the engine reports each at its property path, and
@@ -209,7 +241,7 @@ resources:
 }
 
 // A misspelt top-level key fails the program itself, as the engine runs it, with nothing registered: the engine's
-// own check of the stack file (engine.Open) is bypassed by setting the key on the stack afterwards.
+// own check of the stack file (environment.Open) is bypassed by setting the key on the stack afterwards.
 func TestMisspeltKeyFailsTheProgram(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -232,10 +264,11 @@ func TestMisspeltKeyFailsTheProgram(t *testing.T) {
 // level, before they became children of the Platform component.
 const prePlatformCommit = "8c9b13cb472f482619ce56d06e02700e2047ba10"
 
-// An existing stack built by the program before the Platform component, brought up by this one: every resource keeps
-// its identity (aliases), so the upgrade replaces and deletes nothing, and every object on the API server is the one
-// the old program created (same UID).
-func TestUpgradeFromBeforeThePlatformComponentReplacesNothing(t *testing.T) {
+// An existing stack built by the program before the Platform component (and before the one entitlement policy of every
+// tenant), brought up by this one: every resource keeps its identity (aliases), every cluster-wide object on the API
+// server is the one the old program created (same UID) but the per-tenant entitlement policies, which go only after
+// the one that replaces them is in force, so no claim is unguarded at any moment of the upgrade.
+func TestUpgradeFromBeforeThePlatformComponentKeepsEveryObjectAndGuard(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	before := snapshot(t, ctx)
@@ -243,6 +276,14 @@ func TestUpgradeFromBeforeThePlatformComponentReplacesNothing(t *testing.T) {
 	archive := exec.CommandContext(ctx, "sh", "-c", fmt.Sprintf("git -C %q archive %s | tar -x -C %q", repoRoot, prePlatformCommit, old))
 	out, err := archive.CombinedOutput()
 	require.NoError(t, err, "the upgrade proof checks out commit %s, so it needs the repository's history: %s", prePlatformCommit, out)
+	// The old program builds on this checkout's module versions: what is proven is the program's resource identities,
+	// and its dependencies are then the ones this checkout's build already compiled. With its own go.mod the old tree
+	// compiled a second set of the SDKs first, longer than the rest of the test on a cold build cache.
+	for _, file := range []string{"go.mod", "go.sum"} {
+		raw, err := os.ReadFile(filepath.Join(repoRoot, file))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(old, file), raw, 0o644))
+	}
 	// The old tree runs with this checkout's tools, and its own state and control plane directory under its .tools.
 	require.NoError(t, os.MkdirAll(filepath.Join(old, ".tools", "local-cluster"), 0o700))
 	for _, dir := range []string{"bin", "pulumi-home", "charts"} {
@@ -254,7 +295,7 @@ func TestUpgradeFromBeforeThePlatformComponentReplacesNothing(t *testing.T) {
 
 	up := exec.CommandContext(ctx, "go", "run", "./scripts/stack", "-skip-refresh", "up", "local")
 	up.Dir = old
-	up.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE="+engine.LocalPassphrase)
+	up.Env = append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE="+environment.LocalPassphrase)
 	up.Stdout, up.Stderr = progressTo(t), progressTo(t)
 	upErr := up.Run()
 	t.Cleanup(func() {
@@ -269,20 +310,67 @@ func TestUpgradeFromBeforeThePlatformComponentReplacesNothing(t *testing.T) {
 	created := uids(t, ctx, owner)
 	require.NotEmpty(t, created)
 
-	st, err := engine.Open(ctx, engine.Options{
-		RepoRoot: repoRoot, Stack: "local", StateDir: filepath.Join(old, ".tools", "state"),
-		WorkDir: filepath.Join(old, ".tools", "engine", "local"), Passphrase: engine.LocalPassphrase, Progress: progressTo(t),
+	st, err := environment.Open(ctx, environment.Options{
+		RepoRoot: repoRoot, Stack: "local", Backend: "file://" + filepath.Join(old, ".tools", "state"),
+		WorkDir: filepath.Join(old, ".tools", "engine", "local"), Passphrase: environment.LocalPassphrase, Progress: progressTo(t),
 		Config: map[string]string{platform.ConfigNamespace + ":existing": fmt.Sprintf(`{"kubeconfigPath": %q}`, kubeconfig)},
 	})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"create " + platform.Type}, previewSteps(t, ctx, st),
-		"the upgrade adds the Platform component and changes nothing else")
-	res, err := st.Up(ctx)
-	require.NoError(t, err)
-	for _, op := range []string{"replace", "create-replacement", "delete-replaced", "delete"} {
-		assert.Zero(t, (*res.Summary.ResourceChanges)[op], "%s steps of the upgrade: %v", op, *res.Summary.ResourceChanges)
+	// Since that commit the entitlement check became one policy for every tenant, reading each namespace's grant
+	// labels: the upgrade creates it (and the later guards) and deletes the per-tenant policies, and nothing else.
+	for _, step := range previewSteps(t, ctx, st) {
+		switch op, typ, _ := strings.Cut(step, " "); op {
+		case "create", "update":
+		case "delete":
+			assert.Contains(t, []string{"kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+				"kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"}, typ, "the upgrade deletes only the per-tenant entitlement policies")
+		case "replace", "create-replacement", "delete-replaced":
+			// The vCluster's config Secret (vc-config-<tenant>) holds its values, which changed since (priority classes
+			// synced, no per-node Services); the kubernetes provider replaces a Secret whose data changes, and the
+			// StatefulSet rolls on its config hash. Nothing else is replaced.
+			assert.Equal(t, "kubernetes:core/v1:Secret", typ, "the upgrade replaces only the vCluster config Secrets")
+		default:
+			assert.Fail(t, "the upgrade only creates, updates and deletes the per-tenant policies", step)
+		}
 	}
-	assert.Equal(t, created, uids(t, ctx, owner), "every object is still the one the old program created")
+	// Throughout the up, legal-ai's syncer keeps trying to claim research-ai's class: the new policy is in force before
+	// the old ones go, so no attempt is ever admitted.
+	syncer, _ := syncerOf(t, ctx, legal)
+	ns := naming.Namespace(legal)
+	stop := make(chan struct{})
+	probed := make(chan [2]int)
+	go func() {
+		tries, admitted := 0, 0
+		for {
+			select {
+			case <-stop:
+				probed <- [2]int{tries, admitted}
+				return
+			default:
+			}
+			_, err := syncer.ResourceV1().ResourceClaims(ns).Create(ctx, probe.Claim(ns, "foreign", probe.Request{Classes: []string{slice}}), dryRun)
+			tries++
+			if err == nil {
+				admitted++
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	res, err := st.Up(ctx)
+	close(stop)
+	attempts := <-probed
+	require.NoError(t, err)
+	assert.LessOrEqual(t, (*res.Summary.ResourceChanges)["replace"], 2, "one config Secret per tenant at most: %v", *res.Summary.ResourceChanges)
+	assert.Positive(t, attempts[0])
+	assert.Zero(t, attempts[1], "claims of another tenant's class admitted during the upgrade, of %d tries", attempts[0])
+	after := uids(t, ctx, owner)
+	for key, uid := range created {
+		if strings.Contains(key, "/"+naming.LegacyEntitlementPolicyPrefix) {
+			assert.NotContains(t, after, key, "the per-tenant entitlement policy is gone")
+			continue
+		}
+		assert.Equal(t, uid, after[key], "%s is still the one the old program created", key)
+	}
 	requireNoChanges(t, ctx, st)
 
 	_, err = st.Destroy(ctx)
@@ -296,6 +384,7 @@ func destroyOnFailure(t *testing.T, st auto.Stack) {
 		if t.Failed() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
+			_ = unprotectAll(ctx, st)
 			_, _ = st.Destroy(ctx, optdestroy.ProgressStreams(progressTo(t)))
 		}
 	})

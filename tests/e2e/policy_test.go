@@ -11,7 +11,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/environment"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	helmv4 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v4"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
@@ -46,7 +46,7 @@ const (
 // allowed) with every policy run, and a deliberately broken program fails, each mandatory policy's message naming the
 // broken resource. Previews change no state, so it runs before or after an up.
 func checkPolicyPack(t *testing.T, ctx context.Context, env *stackEnv) {
-	pack := engine.PolicyPack(repoRoot)
+	pack := environment.PolicyPack(repoRoot)
 	_, err := os.Stat(pack)
 	require.NoError(t, err, "the policy pack is not built: run `make tools`")
 
@@ -102,8 +102,8 @@ type policyFindings struct {
 func previewWithPolicy(t *testing.T, ctx context.Context, env *stackEnv, program pulumi.RunFunc) (policyFindings, error) {
 	t.Helper()
 	opts := env.options(nil, nil)
-	opts.PolicyPacks, opts.Program, opts.Progress = []string{engine.PolicyPack(repoRoot)}, program, progressTo(t)
-	st, err := engine.Open(ctx, opts)
+	opts.PolicyPacks, opts.Program, opts.Progress = []string{environment.PolicyPack(repoRoot)}, program, progressTo(t)
+	st, err := environment.Open(ctx, opts)
 	require.NoError(t, err)
 
 	found := policyFindings{mandatory: map[string][]apitype.PolicyEvent{}}

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/procstat"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/procstat"
 )
 
 // proc is a process: its pid and its start time, so that a pid the kernel has since given to another process is not

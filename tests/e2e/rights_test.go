@@ -191,7 +191,9 @@ func checkFlowSchemas(t *testing.T, ctx context.Context) {
 		for _, sa := range []string{"vc-" + tenant, "default", "vc-workload-" + tenant} {
 			t.Run(tenant+"/"+sa, func(t *testing.T) {
 				token := tokenOf(t, ctx, ns, sa)
-				for _, path := range []string{"/api/v1/namespaces/" + ns + "/pods", "/api/v1/namespaces/kube-system/secrets"} {
+				// The health checks too, which the bootstrap probes schema would otherwise serve at the exempt level.
+				for _, path := range []string{"/api/v1/namespaces/" + ns + "/pods", "/api/v1/namespaces/kube-system/secrets",
+					"/healthz", "/livez", "/readyz", "/readyz/etcd"} {
 					gotSchema, gotLevel := classified(t, ctx, token, path)
 					assert.Equal(t, schema, gotSchema, "%s: the tenant's own flow schema, even for a request RBAC refuses", path)
 					assert.Equal(t, tenantsLevel, gotLevel, path)
@@ -229,4 +231,56 @@ func classified(t *testing.T, ctx context.Context, token, path string) (schema, 
 	require.NoError(t, err)
 	resp.Body.Close()
 	return resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID"), resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID")
+}
+
+// platformSources are what the operators' CLI and the alerts read (docs/threat-model.md, "What the platform reads"),
+// each with whether the threat model says a tenant can write it in its own namespace, and the row that says so.
+var platformSources = []struct {
+	group, resource, row string
+	tenantWrites         bool
+}{
+	{"", "namespaces", "Namespaces", false},
+	{"resource.k8s.io", "deviceclasses", "DeviceClasses", false},
+	{"resource.k8s.io", "resourceslices", "ResourceSlices", false},
+	{"resource.k8s.io", "resourceclaims", "ResourceClaims: `spec`", true},
+	{"resource.k8s.io", "resourceclaimtemplates", "ResourceClaimTemplates", true},
+	{"", "resourcequotas", "ResourceQuotas", false},
+	{"", "limitranges", "LimitRanges", false},
+	{"admissionregistration.k8s.io", "validatingadmissionpolicies", "ValidatingAdmissionPolicies", false},
+	{"admissionregistration.k8s.io", "validatingadmissionpolicybindings", "ValidatingAdmissionPolicies and their bindings", false},
+	{"", "pods", "Pods: labels", true},
+	{"", "pods/status", "the `PodScheduled` condition", true},
+	{"", "events", "Events (`FailedResourceClaimCreation`)", true},
+	{"", "secrets", "the vCluster config Secret", true},
+	{"apps", "statefulsets", "the StatefulSet `<t>`", true},
+}
+
+// checkPlatformSources: every source the platform reads is listed in the threat model, and who can write it is what the
+// API server says of each tenant's syncer in its own namespace (a SelfSubjectAccessReview with the syncer's token):
+// a source listed as the platform's that the tenant can write, or the other way round, fails.
+func checkPlatformSources(t *testing.T, ctx context.Context) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs", "threat-model.md"))
+	require.NoError(t, err)
+	doc := string(raw)
+	section := doc[strings.Index(doc, "## What the platform reads"):]
+	section = section[:strings.Index(section[3:], "\n## ")+3]
+	for _, tenant := range []string{legal, research} {
+		syncer, _ := syncerOf(t, ctx, tenant)
+		for _, src := range platformSources {
+			t.Run(tenant+"/"+src.resource, func(t *testing.T) {
+				assert.Contains(t, section, src.row, "docs/threat-model.md lists %s among what the platform reads", src.resource)
+				resource, sub, _ := strings.Cut(src.resource, "/")
+				writes := false
+				for _, verb := range []string{"create", "update", "patch"} {
+					review, err := syncer.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+						Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+							Namespace: naming.Namespace(tenant), Verb: verb, Group: src.group, Resource: resource, Subresource: sub}},
+					}, metav1.CreateOptions{})
+					require.NoError(t, err)
+					writes = writes || review.Status.Allowed
+				}
+				assert.Equal(t, src.tenantWrites, writes, "whether tenant %s's syncer can write %s", tenant, src.resource)
+			})
+		}
+	}
 }

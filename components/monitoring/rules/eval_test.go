@@ -147,8 +147,17 @@ func node(name, pool string) []string {
 func prepareErrors(nodeName, values string) []string {
 	return []string{series("nvidia_dra_node_prepare_errors_total", map[string]string{
 		"driver": naming.Driver, "error_type": "CDIUpdateFailed", "job": jobs.KubeletPlugin, "instance": "10.0.1.7:8080",
-		"namespace": "dra-driver-nvidia-gpu", "pod": "dra-driver-nvidia-gpu-kubelet-plugin-x", "node": nodeName,
+		"namespace": naming.DriverNamespace, "pod": "dra-driver-nvidia-gpu-kubelet-plugin-x", "node": nodeName,
 	}, values)}
+}
+
+// inNamespace moves the plugin's series to another namespace, as GKE labels those of a pod scraped there.
+func inNamespace(ns string, lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = strings.Replace(l, `namespace="`+naming.DriverNamespace+`"`, `namespace="`+ns+`"`, 1)
+	}
+	return out
 }
 
 var pluginLabels = map[string]string{rules.KubeletPluginComponentLabel: rules.KubeletPluginComponent}
@@ -308,11 +317,13 @@ func TestKubeletPluginPrepareErrors(t *testing.T) {
 			series: prepareErrors("gpu-a100-whole-0", constant(4)), at: "20m"},
 		{name: "errors that stopped more than 10m ago are resolved",
 			series: prepareErrors("gpu-a100-whole-0", "0+1x10 10x35"), at: "30m"},
+		{name: "errors a tenant pod scraped as the plugin exposes are ignored",
+			series: inNamespace(legalNS, prepareErrors("gpu-a100-whole-0", "0x5 1+1x40")), at: "12m"},
 	})
 }
 
 func TestKubeletPluginNotRunning(t *testing.T) {
-	plugin := pod{ns: "dra-driver-nvidia-gpu", name: "plugin-0", scheduled: "True", phase: "Running", node: "gpu-a100-whole-0", labels: pluginLabels}
+	plugin := pod{ns: naming.DriverNamespace, name: "plugin-0", scheduled: "True", phase: "Running", node: "gpu-a100-whole-0", labels: pluginLabels}
 	fires := []map[string]string{{
 		"alertname": rules.KubeletPluginNotRunning, "severity": "critical", "node": "gpu-a100-whole-0", "pool": "a100-whole",
 	}}
@@ -320,6 +331,7 @@ func TestKubeletPluginNotRunning(t *testing.T) {
 	notRunning := pod{ns: plugin.ns, name: plugin.name, scheduled: "True", phase: "Pending", node: plugin.node, labels: pluginLabels}
 	elsewhere := pod{ns: plugin.ns, name: plugin.name, scheduled: "True", phase: "Running", node: "gpu-a100-mig-0", labels: pluginLabels}
 	unlabelled := pod{ns: plugin.ns, name: "other", scheduled: "True", phase: "Running", node: plugin.node}
+	impostor := pod{ns: legalNS, name: "kubelet-plugin", scheduled: "True", phase: "Running", node: plugin.node, labels: pluginLabels}
 	runCases(t, rules.KubeletPluginNotRunning, []alertCase{
 		{name: "a GPU node without a plugin pod fires after 10m, with its pool",
 			series: gpuNode, at: "10m", state: "firing", want: fires},
@@ -333,6 +345,12 @@ func TestKubeletPluginNotRunning(t *testing.T) {
 			series: join(gpuNode, elsewhere.series()), at: "10m", state: "firing", want: fires},
 		{name: "a Running pod without the plugin's label does not count",
 			series: join(gpuNode, unlabelled.series()), at: "10m", state: "firing", want: fires},
+		{name: "a tenant pod carrying the plugin's label does not count",
+			series: join(gpuNode, impostor.series()), at: "10m", state: "firing", want: fires},
+		{name: "the plugin counts in the driver namespace the parameters name",
+			params: rules.Params{DriverNamespace: "nvidia-dra"},
+			series: join(gpuNode, pod{ns: "nvidia-dra", name: plugin.name, scheduled: "True", phase: "Running", node: plugin.node, labels: pluginLabels}.series()),
+			at:     "20m"},
 		{name: "a node outside the GPU pools is silent",
 			series: node("system-0", ""), at: "20m"},
 	})

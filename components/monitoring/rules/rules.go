@@ -84,7 +84,10 @@ type Params struct {
 	PendingClaimAfter time.Duration
 	// QuotaExhaustedFor is how long a tenant must sit at a class's device quota before TenantGPUQuotaExhausted fires.
 	QuotaExhaustedFor time.Duration
-	Jobs              Jobs
+	// DriverNamespace is where the DRA kubelet plugin runs, the one namespace whose pods and series the plugin rules
+	// take for the plugin's; default naming.DriverNamespace.
+	DriverNamespace string
+	Jobs            Jobs
 	// Prices price the classes in the showback recording rules (Recordings); the alerts do not read them.
 	Prices Prices
 }
@@ -125,6 +128,13 @@ func Rules(p Params) []Rule {
 	if p.QuotaExhaustedFor == 0 {
 		p.QuotaExhaustedFor = DefaultQuotaExhaustedFor
 	}
+	if p.DriverNamespace == "" {
+		p.DriverNamespace = naming.DriverNamespace
+	}
+	// The plugin's pods are known by their label, which a tenant may put on its own pods too (pods are the tenant's to
+	// write in its namespace: docs/threat-model.md), and its series by the scrape's job, which on GKE scrapes labelled
+	// pods of every namespace: both count only in the driver's namespace.
+	inDriverNamespace := `namespace="` + promString(p.DriverNamespace) + `"`
 	ksm := func(metric string, matchers ...string) string {
 		return selector(metric, append([]string{`job="` + p.Jobs.KubeStateMetrics + `"`}, matchers...)...)
 	}
@@ -176,7 +186,8 @@ func Rules(p Params) []Rule {
 			Name: KubeletPluginPrepareErr,
 			// The kubelet plugin counts failed NodePrepareResources calls (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0
 			// pkg/metrics/dra_requests.go); a pod whose claim cannot be prepared never starts its containers.
-			Expr:        fmt.Sprintf(`sum by (node, driver, error_type) (increase(%s[10m])) > 0`, selector("nvidia_dra_node_prepare_errors_total", `job="`+p.Jobs.KubeletPlugin+`"`)),
+			Expr: fmt.Sprintf(`sum by (node, driver, error_type) (increase(%s[10m])) > 0`,
+				selector("nvidia_dra_node_prepare_errors_total", `job="`+p.Jobs.KubeletPlugin+`"`, inDriverNamespace)),
 			For:         5 * time.Minute,
 			Severity:    Critical,
 			Summary:     "The DRA kubelet plugin on {{ $labels.node }} fails to prepare devices ({{ $labels.error_type }})",
@@ -192,8 +203,8 @@ func Rules(p Params) []Rule {
 				`max by (namespace, pod, uid, node) (%s) * on (namespace, pod, uid) group_left () (max by (namespace, pod, uid) (%s) == 1) `+
 				`* on (namespace, pod, uid) group_left () max by (namespace, pod, uid) (%s))`,
 				PoolLabel, ksm("kube_node_labels", nodePoolLabel+`!=""`), PoolLabel, nodePoolLabel,
-				ksm("kube_pod_info", `node!=""`), ksm("kube_pod_status_phase", `phase="Running"`),
-				ksm("kube_pod_labels", pluginComponentLabel+`="`+KubeletPluginComponent+`"`)),
+				ksm("kube_pod_info", inDriverNamespace, `node!=""`), ksm("kube_pod_status_phase", inDriverNamespace, `phase="Running"`),
+				ksm("kube_pod_labels", inDriverNamespace, pluginComponentLabel+`="`+KubeletPluginComponent+`"`)),
 			// Room for a new node to pull and start the plugin before it counts as missing.
 			For:         10 * time.Minute,
 			Severity:    Critical,

@@ -54,8 +54,11 @@ func TestRuleParameters(t *testing.T) {
 		{"kube-state-metrics selectors name the job", rules.Params{Jobs: rules.JobsFor("gke-dev")}, rules.KubeletPluginNotRunning, func(t *testing.T, r rules.Rule) {
 			assert.Equal(t, 4, strings.Count(r.Expr, `job="gpu-tenancy-gke-dev-kube-state-metrics"`), r.Expr)
 		}},
-		{"plugin selectors name the plugin job", rules.Params{Jobs: rules.JobsFor("gke-dev")}, rules.KubeletPluginPrepareErr, func(t *testing.T, r rules.Rule) {
-			assert.Contains(t, r.Expr, `nvidia_dra_node_prepare_errors_total{job="gpu-tenancy-gke-dev-dra-kubelet-plugin"}`)
+		{"plugin selectors name the plugin job and the driver's namespace", rules.Params{Jobs: rules.JobsFor("gke-dev")}, rules.KubeletPluginPrepareErr, func(t *testing.T, r rules.Rule) {
+			assert.Contains(t, r.Expr, `nvidia_dra_node_prepare_errors_total{job="gpu-tenancy-gke-dev-dra-kubelet-plugin", namespace="dra-driver-nvidia-gpu"}`)
+		}},
+		{"the driver's namespace is a parameter", rules.Params{DriverNamespace: "nvidia-dra", Jobs: rules.JobsFor("")}, rules.KubeletPluginNotRunning, func(t *testing.T, r rules.Rule) {
+			assert.Equal(t, 3, strings.Count(r.Expr, `namespace="nvidia-dra"`), r.Expr)
 		}},
 		{"the quota key suffix is matched literally", rules.DefaultParams(), rules.TenantQuotaExhausted, func(t *testing.T, r rules.Rule) {
 			assert.Contains(t, r.Expr, `resource=~".+\\.deviceclass\\.resource\\.k8s\\.io/devices"`)

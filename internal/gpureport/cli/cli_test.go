@@ -130,8 +130,8 @@ func TestAuditExitCode(t *testing.T) {
 	kc := kubeconfigFor(t, "https://127.0.0.1:1")
 	r := run(t, []runtime.Object{tenantNS("legal-ai")}, "audit", "--kubeconfig", kc)
 	assert.Equal(t, ExitFindings, r.code)
-	assert.Equal(t, "gpu-tenancy: audit: 3 finding(s)\n", r.stderr)
-	for _, check := range []string{"QuotaMissing", "LimitRangeMissing", "EntitlementBindingMissing"} {
+	assert.Equal(t, "gpu-tenancy: audit: 4 finding(s)\n", r.stderr)
+	for _, check := range []string{"QuotaMissing", "LimitRangeMissing", "EntitlementBindingMissing", "EntitlementGrantsUnlabelled"} {
 		assert.Contains(t, r.stdout, check)
 	}
 

@@ -37,13 +37,14 @@ type listing struct {
 }
 
 // Load lists what need names. Field and label selectors narrow what the server sends (unscheduled pods only, the
-// vCluster chart's Secrets only); the reports filter again themselves.
+// vCluster chart's Secrets and StatefulSets only); the reports filter again themselves.
 func (l *Loader) Load(ctx context.Context, need gpureport.Need) (*gpureport.Snapshot, error) {
 	s := &gpureport.Snapshot{}
 	cs, ns := l.Client, l.Namespace
 	all := metav1.ListOptions{}
 	unscheduled := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", "").String()}
 	failedClaims := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", "FailedResourceClaimCreation").String()}
+	vclusters := metav1.ListOptions{LabelSelector: gpureport.VClusterSelector}
 	// Listed in this order, one at a time; the first list that fails ends the load and names itself in the error.
 	listings := []listing{
 		list(gpureport.NeedNamespaces, "namespaces", metav1.ListOptions{LabelSelector: naming.TenantNamespaceLabel},
@@ -61,8 +62,8 @@ func (l *Loader) Load(ctx context.Context, need gpureport.Need) (*gpureport.Snap
 			cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List),
 		list(gpureport.NeedPolicies, "validatingadmissionpolicies", all, &s.Policies,
 			cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().List),
-		list(gpureport.NeedVClusterConfigs, "vcluster configs", metav1.ListOptions{LabelSelector: gpureport.VClusterSecretSelector},
-			&s.VClusterConfigs, cs.CoreV1().Secrets(ns).List),
+		list(gpureport.NeedVClusterConfigs, "vcluster configs", vclusters, &s.VClusterConfigs, cs.CoreV1().Secrets(ns).List),
+		list(gpureport.NeedVClusterConfigs, "vcluster statefulsets", vclusters, &s.VClusterStatefulSets, cs.AppsV1().StatefulSets(ns).List),
 	}
 	defer l.Progress.Done()
 	for _, li := range listings {

@@ -103,7 +103,7 @@ func TestLoadListsWhatTheReportNeeds(t *testing.T) {
 		{gpureport.CapacityNeeds, []string{"namespaces", "deviceclasses", "resourceslices", "resourceclaims", "resourcequotas"}},
 		{gpureport.PendingNeeds, []string{"namespaces", "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates", "pods", "events"}},
 		{gpureport.AuditNeeds, []string{"namespaces", "deviceclasses", "resourceclaims", "resourcequotas", "limitranges",
-			"validatingadmissionpolicybindings", "validatingadmissionpolicies", "secrets"}},
+			"validatingadmissionpolicybindings", "validatingadmissionpolicies", "secrets", "statefulsets"}},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprint(tc.want), func(t *testing.T) {
@@ -136,19 +136,22 @@ func TestLoadNarrowsNamespacedKindsToNamespace(t *testing.T) {
 		"resourceclaims in vcluster-legal-ai", "resourceclaimtemplates in vcluster-legal-ai", "resourcequotas in vcluster-legal-ai",
 		"limitranges in vcluster-legal-ai", "pods in vcluster-legal-ai", "events in vcluster-legal-ai",
 		"validatingadmissionpolicybindings in ", "validatingadmissionpolicies in ", "secrets in vcluster-legal-ai",
+		"statefulsets in vcluster-legal-ai",
 	}, listed)
 }
 
-func TestLoadReadsOnlyTheVClusterChartsSecrets(t *testing.T) {
+func TestLoadReadsOnlyTheVClusterChartsObjects(t *testing.T) {
 	cs := fake.NewClientset()
 	_, err := (&Loader{Client: cs}).Load(context.Background(), gpureport.NeedVClusterConfigs)
 	require.NoError(t, err)
-	require.Len(t, cs.Actions(), 1)
-	list, ok := cs.Actions()[0].(k8stesting.ListAction)
-	require.True(t, ok, "a list, got %v", cs.Actions()[0])
-	assert.Equal(t, "secrets", list.GetResource().Resource)
-	assert.Empty(t, list.GetNamespace(), "in every namespace")
-	assert.Equal(t, "app=vcluster", list.GetListRestrictions().Labels.String())
+	var listed []string
+	for _, a := range cs.Actions() {
+		list, ok := a.(k8stesting.ListAction)
+		require.True(t, ok, "a list, got %v", a)
+		assert.Empty(t, list.GetNamespace(), "in every namespace")
+		listed = append(listed, list.GetResource().Resource+" "+list.GetListRestrictions().Labels.String())
+	}
+	assert.Equal(t, []string{"secrets app=vcluster", "statefulsets app=vcluster"}, listed)
 }
 
 func TestProgressIsSilentWithoutATerminal(t *testing.T) {

@@ -12,11 +12,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/engine"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/environment"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optremove"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -142,7 +143,7 @@ func Up(ctx context.Context, o Options) error {
 		return err
 	} else if why != "" {
 		d.say("    %s: recovering it, then up", why)
-		if err := st.Recover(ctx, engine.OpUp); err != nil {
+		if err := st.Recover(ctx, environment.OpUp); err != nil {
 			return fmt.Errorf("recovering stack local failed%s: %w", d.seeProgress(), err)
 		}
 		d.say("    recovered\n")
@@ -183,7 +184,7 @@ func Down(ctx context.Context, o Options) error {
 		return err
 	} else if why != "" {
 		d.say("    %s: recovering it, then destroy", why)
-		if err := st.Recover(ctx, engine.OpDestroy); err != nil {
+		if err := st.Recover(ctx, environment.OpDestroy); err != nil {
 			return fmt.Errorf("recovering stack local failed%s: %w", d.seeProgress(), err)
 		}
 	} else if _, err := st.Destroy(ctx); err != nil {
@@ -196,7 +197,7 @@ func Down(ctx context.Context, o Options) error {
 }
 
 // open opens the local stack, its kubeconfig the control plane's in ClusterDir.
-func (d *demo) open(ctx context.Context) (*engine.Stack, error) {
+func (d *demo) open(ctx context.Context) (*environment.Stack, error) {
 	existing := map[string]any{}
 	if raw := d.stackFile.Values[platform.ConfigNamespace+":existing"]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &existing); err != nil {
@@ -208,14 +209,14 @@ func (d *demo) open(ctx context.Context) (*engine.Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	return engine.Open(ctx, engine.Options{
-		RepoRoot: d.RepoRoot, Stack: stackName, WorkDir: d.WorkDir, StateDir: d.StateDir, Progress: d.Progress,
+	return environment.Open(ctx, environment.Options{
+		RepoRoot: d.RepoRoot, Stack: stackName, WorkDir: d.WorkDir, Backend: "file://" + d.StateDir, Progress: d.Progress,
 		Config: map[string]string{platform.ConfigNamespace + ":existing": string(raw)},
 	})
 }
 
 // dropIfElsewhere drops the state when it was built against another cluster than now.
-func (d *demo) dropIfElsewhere(ctx context.Context, st *engine.Stack, now clusterID) (bool, error) {
+func (d *demo) dropIfElsewhere(ctx context.Context, st *environment.Stack, now clusterID) (bool, error) {
 	rec, err := d.recorded(ctx, st)
 	if err != nil || rec == nil {
 		return false, err
@@ -230,7 +231,7 @@ func (d *demo) dropIfElsewhere(ctx context.Context, st *engine.Stack, now cluste
 // recorded is the cluster the state was built against: the record written before each up, else (a state from before
 // the record, or a work directory deleted by hand) the cluster of the stack's kubeconfig output; nil when neither
 // names one.
-func (d *demo) recorded(ctx context.Context, st *engine.Stack) (*clusterID, error) {
+func (d *demo) recorded(ctx context.Context, st *environment.Stack) (*clusterID, error) {
 	rec, err := readRecord(d.WorkDir)
 	if rec != nil || err != nil {
 		return rec, err
@@ -251,7 +252,7 @@ func (d *demo) recorded(ctx context.Context, st *engine.Stack) (*clusterID, erro
 }
 
 // interrupted says what a killed demo left on the stack (an unfinished operation, a lock), or "" when nothing.
-func (d *demo) interrupted(st *engine.Stack) (string, error) {
+func (d *demo) interrupted(st *environment.Stack) (string, error) {
 	if op := st.Interrupted(); op != "" {
 		return fmt.Sprintf("an interrupted %s left stack local unfinished", op), nil
 	}
@@ -267,7 +268,7 @@ func (d *demo) interrupted(st *engine.Stack) (string, error) {
 
 // dropIfHeld drops the state when the cluster cannot be reached (why) and the state holds anything: resources, a
 // pending operation, a lock or an unfinished operation.
-func (d *demo) dropIfHeld(ctx context.Context, st *engine.Stack, why error) error {
+func (d *demo) dropIfHeld(ctx context.Context, st *environment.Stack, why error) error {
 	state, err := st.Export(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the state of stack local: %w", err)
@@ -292,7 +293,7 @@ func (d *demo) dropIfHeld(ctx context.Context, st *engine.Stack, why error) erro
 }
 
 // drop removes the local stack's state and its work directory, after saying why.
-func (d *demo) drop(ctx context.Context, st *engine.Stack, why string) error {
+func (d *demo) drop(ctx context.Context, st *environment.Stack, why string) error {
 	d.say("==> stack local: %s: dropping the state, since the local stack is disposable", why)
 	if err := st.ReleaseStaleLocks(); err != nil {
 		return fmt.Errorf("stack local: %w", err)
@@ -332,6 +333,38 @@ func (d *demo) tenants() ([]platform.TenantArgs, error) {
 	return tenants, nil
 }
 
+// showControlPlanes prints, for each tenant, its vCluster control plane's pod as the StatefulSet controller created it,
+// and every create a controller was refused in the tenant's namespace (FailedCreate events; none is expected but while
+// the namespace's service account is not there yet, which the controller retries).
+func (d *demo) showControlPlanes(ctx context.Context, cs kubernetes.Interface, tenants []platform.TenantArgs) error {
+	d.say("\n==> each tenant's vCluster control plane, as its StatefulSet created it")
+	w := tabwriter.NewWriter(d.Out, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(w, "TENANT\tCONTROL PLANE POD\tREFUSED CREATES (FailedCreate)")
+	for _, t := range tenants {
+		ns := naming.Namespace(t.Name)
+		pod := t.Name + "-0"
+		if _, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{}); err != nil {
+			pod = "(none: " + err.Error() + ")"
+		}
+		events, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
+		if err != nil {
+			return err
+		}
+		refused := "none"
+		var msgs []string
+		for _, e := range events.Items {
+			if !strings.Contains(e.Message, "serviceaccount") {
+				msgs = append(msgs, e.Message)
+			}
+		}
+		if len(msgs) > 0 {
+			refused = strings.Join(msgs, "; ")
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", t.Name, pod, refused)
+	}
+	return w.Flush()
+}
+
 // show prints the tenants' table, starts the claim that waits, and says how to look around.
 func (d *demo) show(ctx context.Context, cs kubernetes.Interface) error {
 	tenants, err := d.tenants()
@@ -348,6 +381,9 @@ func (d *demo) show(ctx context.Context, cs kubernetes.Interface) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.tenant, r.sees, r.admitted, r.device, r.denied, r.why)
 	}
 	if err := w.Flush(); err != nil {
+		return err
+	}
+	if err := d.showControlPlanes(ctx, cs, tenants); err != nil {
 		return err
 	}
 	if len(tenants) > 0 {

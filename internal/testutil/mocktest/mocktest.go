@@ -152,9 +152,9 @@ func ComputedOutputs() map[string]func(resource.PropertyMap) resource.PropertyMa
 			if _, ok := in["data"]; ok {
 				return nil
 			}
-			// base64 of "apiVersion: v1\nkind: Config\n"
+			// A vCluster's exported kubeconfig: fake CA and client certificate, inline as vCluster writes them.
 			return resource.PropertyMap{"data": resource.NewObjectProperty(resource.PropertyMap{
-				"config": resource.NewStringProperty("YXBpVmVyc2lvbjogdjEKa2luZDogQ29uZmlnCg=="),
+				"config": resource.NewStringProperty(vclusterKubeconfig),
 			})}
 		},
 	}
@@ -239,3 +239,6 @@ func WithConfig(values map[string]string, secrets []string) pulumi.RunOption {
 		info.Config, info.ConfigSecretKeys = values, secrets
 	}
 }
+
+// vclusterKubeconfig is base64 of a kubeconfig as a vCluster exports it, with fake credentials.
+const vclusterKubeconfig = "YXBpVmVyc2lvbjogdjEKa2luZDogQ29uZmlnCmNsdXN0ZXJzOgotIG5hbWU6IHZjCiAgY2x1c3Rlcjoge3NlcnZlcjogImh0dHBzOi8vbG9jYWxob3N0Ojg0NDMiLCBjZXJ0aWZpY2F0ZS1hdXRob3JpdHktZGF0YTogYlc5amF5MWpZUT09fQpjb250ZXh0czoKLSBuYW1lOiB2YwogIGNvbnRleHQ6IHtjbHVzdGVyOiB2YywgdXNlcjogdmN9CmN1cnJlbnQtY29udGV4dDogdmMKdXNlcnM6Ci0gbmFtZTogdmMKICB1c2VyOiB7Y2xpZW50LWNlcnRpZmljYXRlLWRhdGE6IGJXOWpheTFqWlhKMCwgY2xpZW50LWtleS1kYXRhOiBiVzlqYXkxclpYaz19Cg=="

@@ -1,0 +1,157 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+)
+
+// ProbePodName names the pod the program sends, as a server-side dry run, to find out what the cluster does to a
+// tenant pod.
+const ProbePodName = "gpu-tenancy-host-probe"
+
+var podsResource = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// probePod is a pod as vCluster writes a tenant's plain pod to the host (loft-sh/vcluster v0.36.1
+// pkg/controllers/resources/pods/translate/translator.go): no class, no scheduler, no node, the GPU pools'
+// tolerations, compliant with the restricted Pod Security Standard.
+func probePod(namespace string, tolerations []string) *corev1.Pod {
+	p := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: ProbePodName, Namespace: namespace},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: ptr.To(false),
+			EnableServiceLinks:           ptr.To(false),
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "probe", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+			}},
+		},
+	}
+	for _, key := range tolerations {
+		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists,
+			Effect: corev1.TaintEffectNoSchedule})
+	}
+	return p
+}
+
+// hostRewrites finds out, before any tenant object is created, what the cluster does to a tenant pod that the guards
+// would then refuse: a cluster's own mutating admission (a PriorityClass with globalDefault, a webhook that sets the
+// scheduler, as GKE's optimize-utilization autoscaling profile does, one that adds tolerations, a runtime class or
+// variables) runs before the validating policies (kubernetes v1.34.4 pkg/kubeapiserver/options/plugins.go), so every
+// tenant pod, the vCluster's own control plane included, would be refused. It dry-runs a probe pod in namespace (one
+// of the stack's tenant namespaces when one exists, where the cluster treats it as a tenant's, else default) and
+// compares what comes back with the platform's admission settings, naming the key that admits each rewrite.
+func (l *liveCluster) hostRewrites(ctx context.Context, c *PlatformArgs, namespace string) error {
+	admission := c.Admission.WithDefaults()
+	var taints []string
+	for _, t := range c.GPUPools() {
+		if t.Taint.Key != "" && !slices.Contains(taints, t.Taint.Key) {
+			taints = append(taints, t.Taint.Key)
+		}
+	}
+	sent := probePod(namespace, taints)
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sent)
+	if err != nil {
+		return err
+	}
+	var created *unstructured.Unstructured
+	// A namespace's default service account appears a moment after the namespace (the controller-manager's
+	// serviceaccount controller), and until then the ServiceAccount admission plugin refuses every pod in it
+	// (kubernetes v1.34.4 plugin/pkg/admission/serviceaccount/admission.go): wait for it, on a cluster just started.
+	for deadline := time.Now().Add(serviceAccountWait); ; time.Sleep(time.Second) {
+		created, err = l.dyn.Resource(podsResource).Namespace(namespace).Create(ctx, &unstructured.Unstructured{Object: raw},
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil || !strings.Contains(err.Error(), "error looking up service account") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil && namespace != "default" && strings.Contains(err.Error(), "exceeded quota") {
+		// A tenant that holds its whole pod quota says nothing about the cluster's rewrites.
+		return l.hostRewrites(ctx, c, "default")
+	}
+	path := c.Keys.Path(keyAdmission)
+	if err != nil {
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+			return fmt.Errorf("a tenant pod is refused on this cluster (a server-side dry run of a plain pod in namespace %s): %w; "+
+				"if the cluster itself changes every pod, admit what it sets in %s", namespace, err, path)
+		}
+		return fmt.Errorf("finding out what the cluster does to a tenant pod (a server-side dry run in namespace %s): %w", namespace, err)
+	}
+	var got corev1.Pod
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(created.Object, &got); err != nil {
+		return err
+	}
+	var problems []string
+	if s := got.Spec.SchedulerName; s != "" && s != tenancy.DefaultScheduler && !slices.Contains(admission.Schedulers, s) {
+		problems = append(problems, fmt.Sprintf("it sets every pod's scheduler to %s (a mutating webhook, such as the one of GKE's "+
+			"optimize-utilization autoscaling profile); tenant pods may use it once %s lists it", s, path.Child("schedulers")))
+	}
+	if prio := int(ptr.Deref(got.Spec.Priority, 0)); prio > *admission.MaxTenantPriority && !slices.Contains(admission.PriorityClasses, got.Spec.PriorityClassName) {
+		problems = append(problems, fmt.Sprintf("it gives every pod priority %d (PriorityClass %q, the cluster's default class), above "+
+			"the tenants' %d; admit it in %s, or raise %s to %d", prio, got.Spec.PriorityClassName, *admission.MaxTenantPriority,
+			path.Child("priorityClasses"), path.Child("maxTenantPriority"), prio))
+	}
+	tolerable := append(append(slices.Clone(taints), admission.TolerableTaints...), tenancy.DefaultTolerableTaints...)
+	var added []string
+	for _, t := range got.Spec.Tolerations {
+		if !slices.Contains(tolerable, t.Key) && !slices.Contains(added, t.Key) {
+			added = append(added, t.Key)
+		}
+	}
+	if len(added) > 0 {
+		problems = append(problems, fmt.Sprintf("it adds tolerations of %s to every pod; admit them in %s if no tenant "+
+			"must be kept off those nodes", strings.Join(added, ", "), path.Child("tolerableTaints")))
+	}
+	if rc := ptr.Deref(got.Spec.RuntimeClassName, ""); rc != "" && !slices.Contains(admission.RuntimeClasses, rc) {
+		problems = append(problems, fmt.Sprintf("it sets RuntimeClass %s on every pod; admit it in %s (never an NVIDIA runtime class)",
+			rc, path.Child("runtimeClasses")))
+	}
+	if got.Spec.NodeName != "" {
+		problems = append(problems, fmt.Sprintf("it binds every pod to node %s at creation, past the scheduler and the taints that "+
+			"keep tenants off nodes under maintenance: no setting admits that", got.Spec.NodeName))
+	}
+	for _, ctr := range got.Spec.Containers {
+		for _, e := range ctr.Env {
+			if slices.Contains(tenancy.RuntimeEnvVars, e.Name) {
+				problems = append(problems, fmt.Sprintf("it sets %s in every container, which exposes GPUs outside DRA: no setting admits that", e.Name))
+			}
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the cluster rewrites tenant pods so that the guards would refuse every one, the vCluster control planes "+
+		"included (found by a server-side dry run of a plain pod in namespace %s):\n  - %s", namespace, strings.Join(problems, "\n  - "))
+}
+
+// serviceAccountWait bounds the wait for a namespace's default service account before the probe.
+const serviceAccountWait = time.Minute
+
+// probeNamespace is where to send the probe: the first of tenants' host namespaces that exists, else default.
+func (l *liveCluster) probeNamespace(ctx context.Context, tenants []TenantArgs) string {
+	for _, t := range tenants {
+		if _, err := l.meta.Resource(namespacesResource).Get(ctx, naming.Namespace(t.Name), metav1.GetOptions{}); err == nil {
+			return naming.Namespace(t.Name)
+		}
+	}
+	return "default"
+}

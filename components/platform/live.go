@@ -1,0 +1,228 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// liveCluster is the cluster a stack's program reads before it registers anything: who owns the objects it would
+// create, which stacks hold the tenants, the cluster's identity, whether the platform's guards are in force, and what
+// the cluster does to a tenant pod.
+type liveCluster struct {
+	meta metadata.Interface
+	dyn  dynamic.Interface
+}
+
+// connect reaches the cluster of a kubeconfig; nil, with the reason, when the kubeconfig reaches none (as in the
+// offline plans, whose kubeconfigs are placeholders).
+func connect(kubeconfig string) (*liveCluster, error) {
+	rest, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
+	if err != nil {
+		return nil, err
+	}
+	rest.Timeout = 15 * time.Second
+	// A handful of LISTs: client-go's default rate limit would only add waits (k8s.io/client-go v0.34 rest/config.go).
+	rest.QPS, rest.Burst = 50, 100
+	l := &liveCluster{}
+	if l.meta, err = metadata.NewForConfig(rest); err != nil {
+		return nil, err
+	}
+	if l.dyn, err = dynamic.NewForConfig(rest); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+var namespacesResource = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// identity is the cluster's identity: the UID of its kube-system namespace, which exists from a cluster's creation to
+// its end and is the same whatever address or credentials reach it. It is the kubernetes provider's
+// clusterIdentifier, so a changed server address or CA updates the provider instead of replacing every object
+// (pulumi-kubernetes provider/pkg/provider/provider.go DiffConfig, clusterIdentifier).
+func (l *liveCluster) identity(ctx context.Context) (string, error) {
+	ns, err := l.meta.Resource(namespacesResource).Get(ctx, "kube-system", metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading the cluster's identity (namespace kube-system): %w", err)
+	}
+	return string(ns.UID), nil
+}
+
+// tenantOwners maps each tenant whose host namespace exists to the stack that owns it (naming.StackLabel).
+func (l *liveCluster) tenantOwners(ctx context.Context) (map[string]string, error) {
+	list, err := l.meta.Resource(namespacesResource).List(ctx, metav1.ListOptions{LabelSelector: naming.TenantNamespaceLabel})
+	if err != nil {
+		return nil, fmt.Errorf("listing tenant namespaces: %w", err)
+	}
+	owners := map[string]string{}
+	for _, ns := range list.Items {
+		tenant := ns.Labels[naming.TenantNamespaceLabel]
+		if ns.Name == naming.Namespace(tenant) {
+			owners[tenant] = ns.Labels[naming.StackLabel]
+		}
+	}
+	return owners, nil
+}
+
+var (
+	policiesResource = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}
+	bindingsResource = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}
+	classesResource  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}
+)
+
+// guardProblems says what keeps the platform's guards from holding for tenants (each granted its classes) on the
+// cluster: a guard policy or binding that is missing, belongs to another stack than the environment's platform stack
+// (platformOwner), or is not in force as the catalog makes it (failure policy Fail, action Deny, the namespaces it
+// selects); a class a tenant is granted that does not exist, belongs to another stack, or does not carry the tenant's
+// grant label (which the tenant's vCluster syncs by). No problem: nil.
+func (l *liveCluster) guardProblems(ctx context.Context, platformOwner string, admission tenancy.AdmissionArgs,
+	grants map[string][]string) ([]string, error) {
+	var problems []string
+	owned := func(kind string, obj *unstructured.Unstructured) bool {
+		if owner := obj.GetLabels()[naming.StackLabel]; owner != platformOwner {
+			problems = append(problems, fmt.Sprintf("%s %s belongs to stack %q, not the platform stack %s", kind, obj.GetName(), owner, platformOwner))
+			return false
+		}
+		return true
+	}
+	get := func(gvr schema.GroupVersionResource, kind, name string) (*unstructured.Unstructured, error) {
+		obj, err := l.dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			problems = append(problems, fmt.Sprintf("%s %s does not exist", kind, name))
+			return nil, nil
+		}
+		return obj, err
+	}
+	for _, g := range tenancy.Guards(admission) {
+		policy, err := get(policiesResource, naming.KindPolicy, g.Name)
+		if err != nil {
+			return nil, err
+		}
+		if policy != nil && owned(naming.KindPolicy, policy) {
+			if fp, _, _ := unstructured.NestedString(policy.Object, "spec", "failurePolicy"); fp != "Fail" {
+				problems = append(problems, fmt.Sprintf("%s %s has failurePolicy %q: a guard that cannot be evaluated must deny (Fail)", naming.KindPolicy, g.Name, fp))
+			}
+		}
+		binding, err := get(bindingsResource, naming.KindPolicyBinding, g.Name)
+		if err != nil {
+			return nil, err
+		}
+		if binding == nil || !owned(naming.KindPolicyBinding, binding) {
+			continue
+		}
+		if name, _, _ := unstructured.NestedString(binding.Object, "spec", "policyName"); name != g.Name {
+			problems = append(problems, fmt.Sprintf("%s %s binds policy %q, not %s", naming.KindPolicyBinding, g.Name, name, g.Name))
+		}
+		if actions, _, _ := unstructured.NestedStringSlice(binding.Object, "spec", "validationActions"); !slices.Equal(actions, []string{"Deny"}) {
+			problems = append(problems, fmt.Sprintf("%s %s has validationActions %v: a guard denies (Deny)", naming.KindPolicyBinding, g.Name, actions))
+		}
+		got, _, _ := unstructured.NestedMap(binding.Object, "spec", "matchResources", "namespaceSelector")
+		if !selectorEqual(got, g.NamespaceSelector) {
+			problems = append(problems, fmt.Sprintf("%s %s selects namespaces %v, not %v as the platform binds it", naming.KindPolicyBinding, g.Name, got, g.NamespaceSelector))
+		}
+	}
+	checked := map[string]bool{}
+	for _, tenant := range sortedKeys(grants) {
+		for _, class := range grants[tenant] {
+			dc, err := get(classesResource, naming.KindDeviceClass, class)
+			if err != nil {
+				return nil, err
+			}
+			if dc == nil {
+				continue
+			}
+			if !checked[class] && !owned(naming.KindDeviceClass, dc) {
+				checked[class] = true
+				continue
+			}
+			checked[class] = true
+			if dc.GetLabels()[naming.ClassTenantLabel(tenant)] != "true" {
+				problems = append(problems, fmt.Sprintf("%s %s is not granted to tenant %s (no label %s=true)", naming.KindDeviceClass, class, tenant, naming.ClassTenantLabel(tenant)))
+			}
+		}
+	}
+	return problems, nil
+}
+
+// selectorEqual compares a namespace selector read from the cluster with the one the catalog binds (nil: every
+// namespace). The API server drops empty fields, so an absent selector and an empty one are the same.
+func selectorEqual(got map[string]any, want *metav1.LabelSelector) bool {
+	var sel metav1.LabelSelector
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(got, &sel); err != nil {
+		return false
+	}
+	if want == nil {
+		want = &metav1.LabelSelector{}
+	}
+	return metav1.FormatLabelSelector(&sel) == metav1.FormatLabelSelector(want)
+}
+
+var leasesResource = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+
+// checkNoMove refuses to run while another process moves tenants between the stacks of environment env: a move hands
+// a tenant's state from one stack to another, and a stack that ran in between would see the tenant in the wrong
+// place. The mover's own runs (this process, when it runs the program inline) go ahead.
+func (l *liveCluster) checkNoMove(ctx context.Context, env string) error {
+	lease, err := l.dyn.Resource(leasesResource).Namespace(naming.EnvironmentLockNamespace).Get(ctx, naming.EnvironmentLock(env), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the lock of environment %s: %w", env, err)
+	}
+	holder, _, _ := unstructured.NestedString(lease.Object, "spec", "holderIdentity")
+	renewed, _, _ := unstructured.NestedString(lease.Object, "spec", "renewTime")
+	seconds, _, _ := unstructured.NestedInt64(lease.Object, "spec", "leaseDurationSeconds")
+	at, err := time.Parse(time.RFC3339Nano, renewed)
+	if !strings.HasPrefix(holder, naming.EnvironmentLockMove) || strings.HasSuffix(holder, fmt.Sprintf("(pid %d)", os.Getpid())) ||
+		(err == nil && time.Since(at) > time.Duration(seconds)*time.Second) {
+		return nil
+	}
+	return fmt.Errorf("environment %s: tenants are being moved between its stacks (%s, Lease %s/%s): run this stack when the move has ended",
+		env, holder, naming.EnvironmentLockNamespace, naming.EnvironmentLock(env))
+}
+
+// guardsError is the refusal of a group stack's up when the platform's guards do not hold for its tenants.
+type guardsError struct{ msg string }
+
+func (e *guardsError) Error() string { return e.msg }
+
+// checkGuards refuses, before a group stack creates anything, tenants the platform's guards would not cover; on a
+// preview it warns instead, so a pull request that adds a tenant (whose grants the platform stack gives only when it
+// is up) still previews.
+func (l *liveCluster) checkGuards(ctx context.Context, c *PlatformArgs, platformStack, platformOwner string, tenants []TenantArgs,
+	dryRun bool, warn func(string)) error {
+	grants := map[string][]string{}
+	for _, t := range tenants {
+		grants[t.Name] = t.Classes
+	}
+	problems, err := l.guardProblems(ctx, platformOwner, c.Admission, grants)
+	if err != nil {
+		return fmt.Errorf("checking the platform's guards: %w", err)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("the platform's guards do not hold for this stack's tenants:\n  - %s\nBring the platform stack %s up first "+
+		"(gpu-tenancy-env up <environment> does, before the groups), then this stack; a tenant never exists without them",
+		strings.Join(problems, "\n  - "), platformStack)
+	if dryRun {
+		warn(msg + " (a preview carries on: the platform stack's own preview shows the guards it would create)")
+		return nil
+	}
+	return &guardsError{msg}
+}

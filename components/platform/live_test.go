@@ -1,0 +1,293 @@
+package platform
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const scwPlatformOwner = "gpu-tenancy.scw-dev"
+
+// platformGuards puts on the fake cluster what the scw-dev platform stack's up leaves there for tenants: every guard
+// policy and binding, in force and owned by the platform stack, and the classes, each granted to its tenants.
+func (f *fakeCluster) platformGuards(edit func(name string, policy, binding map[string]any)) {
+	for _, g := range tenancy.Guards(tenancy.AdmissionArgs{}) {
+		var selector map[string]any
+		if g.NamespaceSelector != nil {
+			raw, err := json.Marshal(g.NamespaceSelector)
+			require.NoError(f.t, err)
+			require.NoError(f.t, json.Unmarshal(raw, &selector))
+		}
+		meta := map[string]any{"name": g.Name, "labels": map[string]any{naming.StackLabel: scwPlatformOwner}}
+		policy := map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": meta,
+			"spec": map[string]any{"failurePolicy": "Fail"}}
+		binding := map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": meta,
+			"spec": map[string]any{"policyName": g.Name, "validationActions": []any{"Deny"}, "matchResources": map[string]any{"namespaceSelector": selector}}}
+		if edit != nil {
+			edit(g.Name, policy, binding)
+		}
+		f.put("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/"+g.Name, policy)
+		f.put("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/"+g.Name, binding)
+	}
+	for class, tenant := range map[string]string{"gpu-whole": "legal-ai", "gpu-slice": "research-ai"} {
+		f.put("/apis/resource.k8s.io/v1/deviceclasses/"+class, map[string]any{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+			"metadata": map[string]any{"name": class, "labels": map[string]any{naming.StackLabel: scwPlatformOwner,
+				naming.ClassTenantLabel(tenant): "true"}}})
+	}
+}
+
+// runGroup runs a group stack of scw-dev in groups groups against the fake cluster, through a stack reference to the
+// platform stack's kubeconfig.
+func (f *fakeCluster) runGroup(t *testing.T, group, groups int, override map[string]string, opts ...pulumi.RunOption) (*mocktest.Recorder, error) {
+	rec := &mocktest.Recorder{Outputs: mocktest.ComputedOutputs()}
+	kubeconfig := f.kubeconfig()
+	rec.Outputs["pulumi:pulumi:StackReference"] = func(in resource.PropertyMap) resource.PropertyMap {
+		return resource.PropertyMap{"name": in["name"], "outputs": resource.NewObjectProperty(resource.PropertyMap{
+			"kubeconfig": resource.MakeSecret(resource.NewStringProperty(kubeconfig))})}
+	}
+	cfg := map[string]string{"gpu-tenancy:tenantGroups": fmt.Sprint(groups)}
+	for k, v := range override {
+		cfg[k] = v
+	}
+	return runStackWithOpts(t, rec, fmt.Sprintf("scw-dev.tenants-%d", group), "scw-dev", cfg, opts...)
+}
+
+func tenantsBuilt(rec *mocktest.Recorder) []string {
+	var out []string
+	for _, r := range rec.ByType("gpu-tenancy:tenancy:Tenant") {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+// A tenant whose group the config does not record stays in the group whose stack holds its namespace, whatever the
+// number of groups says: its hash places new tenants only.
+func TestATenantStaysWhereItsNamespaceLives(t *testing.T) {
+	f := newFakeCluster(t)
+	f.platformGuards(nil)
+	// Two groups hash both tenants into group 1; legal-ai's namespace is group 0's.
+	require.Equal(t, 1, TenantGroup("legal-ai", 2))
+	require.Equal(t, 1, TenantGroup("research-ai", 2))
+	f.namespace("vcluster-legal-ai", "legal-ai", "gpu-tenancy.scw-dev.tenants-0")
+	rec, err := f.runGroup(t, 1, 2, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"research-ai"}, tenantsBuilt(rec), "group 1 builds the new tenant only")
+	rec, err = f.runGroup(t, 0, 2, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"legal-ai"}, tenantsBuilt(rec), "group 0 keeps the tenant it holds")
+}
+
+// A recorded group wins over where the namespace lives, and then the stack that does not own the namespace is refused
+// before it creates anything: only a move (which relabels it) takes a tenant from one group to another.
+func TestARecordedGroupElsewhereIsRefusedBeforeAnythingIsCreated(t *testing.T) {
+	f := newFakeCluster(t)
+	f.platformGuards(nil)
+	f.namespace("vcluster-legal-ai", "legal-ai", "gpu-tenancy.scw-dev.tenants-0")
+	tenants := `[{"name":"legal-ai","classes":["gpu-whole"],"gpuQuota":{"gpu-whole":2},"group":1},
+		{"name":"research-ai","classes":["gpu-slice"],"gpuQuota":{"gpu-slice":4}}]`
+	rec, err := f.runGroup(t, 1, 2, map[string]string{"gpu-tenancy:tenants": tenants})
+	require.ErrorContains(t, err, "Namespace vcluster-legal-ai exists and belongs to stack gpu-tenancy.scw-dev.tenants-0")
+	for _, r := range rec.All() {
+		assert.False(t, strings.HasPrefix(r.Type, "kubernetes:"), "%s %s registered before the check passed", r.Type, r.Name)
+	}
+}
+
+// Fewer groups than the group a tenant lives in is refused at the key, naming the move that fixes it.
+func TestFewerGroupsThanALiveTenantsGroupIsRefused(t *testing.T) {
+	f := newFakeCluster(t)
+	f.platformGuards(nil)
+	f.namespace("vcluster-legal-ai", "legal-ai", "gpu-tenancy.scw-dev.tenants-2")
+	_, err := f.runGroup(t, 0, 2, nil)
+	require.ErrorContains(t, err, "gpu-tenancy:tenantGroups")
+	require.ErrorContains(t, err, "tenant legal-ai lives in group 2")
+	require.ErrorContains(t, err, "gpu-tenancy-env move <environment> legal-ai -to <group>")
+}
+
+func TestATenantsGroupMustBeOneOfTheGroups(t *testing.T) {
+	for name, c := range map[string]struct {
+		groups, group int
+		want          string
+	}{
+		"past the groups": {2, 2, "gpu-tenancy:tenants[0].group: Invalid value: 2: must be a group of the 2 groups (0 to 1)"},
+		"below zero":      {2, -1, "gpu-tenancy:tenants[0].group: Invalid value: -1"},
+		"without groups":  {0, 0, "gpu-tenancy:tenants[0].group: Forbidden: places a tenant in a tenant group: set gpu-tenancy:tenantGroups too"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tenants := fmt.Sprintf(`[{"name":"legal-ai","classes":["gpu-whole"],"gpuQuota":{"gpu-whole":2},"group":%d},
+				{"name":"research-ai","classes":["gpu-slice"],"gpuQuota":{"gpu-slice":4}}]`, c.group)
+			_, err := runStackAs(t, "scw-dev", "scw-dev", map[string]string{"gpu-tenancy:tenants": tenants,
+				"gpu-tenancy:tenantGroups": fmt.Sprint(c.groups)})
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+}
+
+// A group stack's up refuses, before it registers anything on the cluster, tenants the platform's guards would not
+// cover; its preview (a pull request that adds a tenant) warns and goes on.
+func TestAGroupRefusesTenantsTheGuardsDoNotCover(t *testing.T) {
+	for name, c := range map[string]struct {
+		edit func(f *fakeCluster)
+		want string
+	}{
+		"a guard missing": {func(f *fakeCluster) {
+			delete(f.objects, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/"+naming.EntitlementPolicy)
+		}, "ValidatingAdmissionPolicyBinding gpu-tenancy-device-entitlements does not exist"},
+		"a guard of another stack": {func(f *fakeCluster) {
+			f.platformGuards(func(name string, policy, _ map[string]any) {
+				if name == tenancy.PodPlacementPolicy {
+					policy["metadata"] = map[string]any{"name": name, "labels": map[string]any{naming.StackLabel: "someone.else"}}
+				}
+			})
+		}, `ValidatingAdmissionPolicy gpu-tenancy-pod-placement belongs to stack "someone.else"`},
+		"a guard that only warns": {func(f *fakeCluster) {
+			f.platformGuards(func(name string, _, binding map[string]any) {
+				if name == tenancy.ClaimShapePolicy {
+					binding["spec"].(map[string]any)["validationActions"] = []any{"Warn"}
+				}
+			})
+		}, "has validationActions [Warn]: a guard denies (Deny)"},
+		"a guard that fails open": {func(f *fakeCluster) {
+			f.platformGuards(func(name string, policy, _ map[string]any) {
+				if name == naming.EntitlementPolicy {
+					policy["spec"] = map[string]any{"failurePolicy": "Ignore"}
+				}
+			})
+		}, `has failurePolicy "Ignore"`},
+		"a guard bound to no namespace": {func(f *fakeCluster) {
+			f.platformGuards(func(name string, _, binding map[string]any) {
+				if name == tenancy.RuntimeEnvPolicy {
+					binding["spec"].(map[string]any)["matchResources"] = map[string]any{"namespaceSelector": map[string]any{
+						"matchLabels": map[string]any{"nothing": "here"}}}
+				}
+			})
+		}, "ValidatingAdmissionPolicyBinding gpu-tenancy-no-nvidia-runtime-env selects namespaces"},
+		"a class not granted yet": {func(f *fakeCluster) {
+			f.put("/apis/resource.k8s.io/v1/deviceclasses/gpu-slice", map[string]any{"apiVersion": "resource.k8s.io/v1",
+				"kind": "DeviceClass", "metadata": map[string]any{"name": "gpu-slice", "labels": map[string]any{naming.StackLabel: scwPlatformOwner}}})
+		}, "DeviceClass gpu-slice is not granted to tenant research-ai"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			f.platformGuards(nil)
+			c.edit(f)
+			rec, err := f.runGroup(t, 1, 2, nil)
+			require.ErrorContains(t, err, c.want)
+			require.ErrorContains(t, err, "Bring the platform stack scw-dev up first")
+			for _, r := range rec.All() {
+				assert.False(t, strings.HasPrefix(r.Type, "kubernetes:"), "%s %s registered before the check passed", r.Type, r.Name)
+			}
+			_, err = f.runGroup(t, 1, 2, nil, func(info *pulumi.RunInfo) { info.DryRun = true })
+			assert.NoError(t, err, "a preview warns")
+		})
+	}
+}
+
+// The cluster's own admission rewrites every pod before the guards look at it; what it does is found by a dry run
+// before anything is created, and refused with the key that admits it.
+func TestHostRewritesOfTenantPodsAreFoundFirst(t *testing.T) {
+	for name, c := range map[string]struct {
+		mutate func(pod map[string]any)
+		want   []string
+		admit  string
+	}{
+		"a scheduler set by a webhook": {func(pod map[string]any) {
+			pod["spec"].(map[string]any)["schedulerName"] = "gke.io/optimize-utilization-scheduler"
+		}, []string{"scheduler to gke.io/optimize-utilization-scheduler", "gpu-tenancy:admission.schedulers"},
+			`{"schedulers": ["gke.io/optimize-utilization-scheduler"]}`},
+		"a default priority class": {func(pod map[string]any) {
+			pod["spec"].(map[string]any)["priorityClassName"] = "everyone-high"
+			pod["spec"].(map[string]any)["priority"] = 1000
+		}, []string{`priority 1000 (PriorityClass "everyone-high"`, "gpu-tenancy:admission.priorityClasses", "gpu-tenancy:admission.maxTenantPriority"},
+			`{"priorityClasses": ["everyone-high"]}`},
+		"a toleration added": {func(pod map[string]any) {
+			spec := pod["spec"].(map[string]any)
+			spec["tolerations"] = append(spec["tolerations"].([]any), map[string]any{"key": "example.com/spot", "operator": "Exists"})
+		}, []string{"tolerations of example.com/spot", "gpu-tenancy:admission.tolerableTaints"}, `{"tolerableTaints": ["example.com/spot"]}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			f.platformGuards(nil)
+			f.mutate = c.mutate
+			rec, err := f.runGroup(t, 1, 2, nil)
+			for _, w := range c.want {
+				require.ErrorContains(t, err, w)
+			}
+			for _, r := range rec.All() {
+				assert.False(t, strings.HasPrefix(r.Type, "kubernetes:"), "%s %s registered before the check passed", r.Type, r.Name)
+			}
+			_, err = f.runGroup(t, 1, 2, map[string]string{"gpu-tenancy:admission": c.admit})
+			assert.NoError(t, err, "admitted by %s", c.admit)
+		})
+	}
+	t.Run("a cluster that refuses a plain tenant pod", func(t *testing.T) {
+		f := newFakeCluster(t)
+		f.platformGuards(nil)
+		f.refuse = "pods is forbidden: some policy"
+		_, err := f.runGroup(t, 1, 2, nil)
+		require.ErrorContains(t, err, "a tenant pod is refused on this cluster")
+		require.ErrorContains(t, err, "some policy")
+	})
+	t.Run("a namespace whose default service account is not made yet is waited for", func(t *testing.T) {
+		f := newFakeCluster(t)
+		f.platformGuards(nil)
+		f.refuse = `pods "gpu-tenancy-host-probe" is forbidden: error looking up service account default/default: serviceaccount "default" not found`
+		f.refuseFirst = 2
+		_, err := f.runGroup(t, 1, 2, nil)
+		require.NoError(t, err)
+		assert.Equal(t, 2, f.refused)
+	})
+}
+
+// Every group stack's provider carries the cluster's identity (kube-system's UID), so a new address or CA in the
+// kubeconfig updates it instead of replacing every tenant object.
+func TestAGroupsProviderCarriesTheClusterIdentity(t *testing.T) {
+	f := newFakeCluster(t)
+	f.platformGuards(nil)
+	rec, err := f.runGroup(t, 1, 2, nil)
+	require.NoError(t, err)
+	providers := rec.ByType("pulumi:providers:kubernetes")
+	require.Len(t, providers, 1)
+	assert.Equal(t, "cluster-uid-1", providers[0].Inputs["clusterIdentifier"].StringValue())
+}
+
+// While another process moves tenants between the environment's stacks, a stack's program refuses to run; an expired
+// lock, and one that is no move, do not stop it.
+func TestAMoveUnderWayStopsTheStacks(t *testing.T) {
+	lease := func(holder string, renewed time.Time) map[string]any {
+		return map[string]any{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+			"metadata": map[string]any{"name": naming.EnvironmentLock("scw-dev"), "namespace": "kube-system"},
+			"spec": map[string]any{"holderIdentity": holder, "leaseDurationSeconds": 120,
+				"renewTime": renewed.UTC().Format("2006-01-02T15:04:05.000000Z07:00")}}
+	}
+	path := "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/" + naming.EnvironmentLock("scw-dev")
+	for name, c := range map[string]struct {
+		lease  map[string]any
+		refuse bool
+	}{
+		"a move of another process":    {lease("move by ops@laptop (pid 1)", time.Now()), true},
+		"a move that stopped renewing": {lease("move by ops@laptop (pid 1)", time.Now().Add(-time.Hour)), false},
+		"an up":                        {lease("up by ops@laptop (pid 1)", time.Now()), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			f.platformGuards(nil)
+			f.put(path, c.lease)
+			_, err := f.runGroup(t, 1, 2, nil)
+			if c.refuse {
+				require.ErrorContains(t, err, "tenants are being moved between its stacks")
+			} else {
+				require.NoError(t, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,638 @@
+package environment
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"os"
+	"path/filepath"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optrefresh"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+)
+
+// Environment is the stacks of one environment: the platform stack, named after the environment, and, when its stack
+// file splits it into tenant groups (gpu-tenancy:tenantGroups), one stack per group, <env>.tenants-<i>, each reading
+// the same stack file and building its own part (platform.Part). A group stack of a higher group that is still on the
+// backend with resources (left by a lower tenantGroups) is part of it too, so it is never forgotten. One command drives
+// them all: Up brings the platform stack up, then the groups in parallel; Destroy takes the groups down in parallel,
+// then the platform; Preview, Refresh and Recover run every stack; Move hands a tenant from one group to another.
+type Environment struct {
+	// Stacks are the platform stack first, then the groups in order, then any group stack left beyond the groups;
+	// one stack without tenant groups.
+	Stacks []*Stack
+	// Parallel is how many group stacks run at once (default the number of CPUs): the engine's work is CPU-bound.
+	// Destroy, which mostly waits, runs every group at once.
+	Parallel int
+	// OnlyChanged makes Up skip a stack whose last up through the environment applied what it would apply now: the
+	// same program, the config of its part, and for a group's stack the same platform kubeconfig. One tenant added
+	// to a large environment then runs the platform stack and that tenant's group only. A skipped stack is not
+	// refreshed, so drift in it is neither seen nor put back: an Up without OnlyChanged does that.
+	OnlyChanged bool
+	// Skipped are the stacks the last Up skipped.
+	Skipped []string
+
+	opts   Options
+	groups int
+	// onlyGroup narrows operations to the one group stack Only kept: the platform stack (Stacks[0]) is there to read
+	// from, and is not run.
+	onlyGroup bool
+}
+
+// Changes are the steps of an operation by kind, summed over the environment's stacks.
+type Changes map[string]int
+
+func (c Changes) add(m map[string]int) {
+	for k, v := range m {
+		c[k] += v
+	}
+}
+
+// Name is the environment's name: its platform stack's.
+func (e *Environment) Name() string { return e.Stacks[0].opts.Stack }
+
+// OpenEnvironment opens every stack of the environment (Open, for each): those its stack file implies
+// (platform.EnvironmentStacks), then any group stack beyond them that the backend still holds with resources. Every
+// stack must use the environment's secrets provider, since each group's stack reads the platform stack's secret
+// outputs.
+func OpenEnvironment(ctx context.Context, o Options) (*Environment, error) {
+	o, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := platform.ReadStackFile(o.StackFile)
+	if err != nil {
+		return nil, err
+	}
+	groupsKey := platform.ConfigNamespace + ":tenantGroups"
+	if raw, ok := o.Config[groupsKey]; ok {
+		sc.Values[groupsKey] = raw
+	}
+	names, err := platform.EnvironmentStacks(o.Stack, sc)
+	if err != nil {
+		return nil, err
+	}
+	env := &Environment{opts: o, groups: len(names) - 1}
+	open := func(name string) (*Stack, error) {
+		po := o
+		po.Stack = name
+		// The platform stack holds the cloud cluster, whose record a killed engine must not lose: it keeps its
+		// checkpoints whatever the option says.
+		po.SkipCheckpoints = o.SkipCheckpoints && name != o.Stack && env.groups > 0
+		if name != o.Stack {
+			po.Progress = prefixed(o.Progress, o.Stack, platform.PartOf(name, max(env.groups, 1)))
+			po.WorkDir = o.WorkDir + strings.TrimPrefix(name, o.Stack)
+		}
+		if env.groups > 0 && name == o.Stack {
+			po.Progress = prefixed(o.Progress, o.Stack, platform.PlatformPart)
+		}
+		return Open(ctx, po)
+	}
+	for _, name := range names {
+		st, err := open(name)
+		if err != nil {
+			return nil, err
+		}
+		env.Stacks = append(env.Stacks, st)
+	}
+	var left []string
+	if env.groups > 0 {
+		p := env.Stacks[0]
+		if left, err = leftoverGroups(ctx, p.cli, p.opts.WorkDir, p.cliEnv(), o, env.groups); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range left {
+		st, err := open(name)
+		if err != nil {
+			return nil, err
+		}
+		env.Stacks = append(env.Stacks, st)
+	}
+	if err := env.checkSecretsProviders(ctx); err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// backendStack is a stack as `pulumi stack ls --json` lists it (pulumi pkg v3.274.1 cmd/pulumi/stack/stack_list.go).
+type backendStack struct {
+	Name          string `json:"name"`
+	ResourceCount *int   `json:"resourceCount"`
+}
+
+// leftoverGroups names the group stacks of the environment env, beyond its groups, that the backend holds with
+// resources, in group order.
+func leftoverGroups(ctx context.Context, cli auto.PulumiCommand, workDir string, env []string, o Options, groups int) ([]string, error) {
+	out, errOut, code, err := cli.Run(ctx, workDir, nil, nil, nil, env, "stack", "ls", "--json", "--project", projectName)
+	if err != nil || code != 0 {
+		return nil, fmt.Errorf("listing the stacks of environment %s on %s: exit %d: %v: %s", o.Stack, o.Backend, code, err, strings.TrimSpace(errOut))
+	}
+	var listed []backendStack
+	if err := json.Unmarshal([]byte(out), &listed); err != nil {
+		return nil, fmt.Errorf("listing the stacks of environment %s: %w", o.Stack, err)
+	}
+	group := regexp.MustCompile("^" + regexp.QuoteMeta(o.Stack) + `\.tenants-(\d+)$`)
+	var found []int
+	for _, b := range listed {
+		name := b.Name[strings.LastIndex(b.Name, "/")+1:]
+		m := group.FindStringSubmatch(name)
+		if m == nil || b.ResourceCount == nil || *b.ResourceCount == 0 {
+			continue
+		}
+		if i, err := strconv.Atoi(m[1]); err == nil && i >= groups && string(platform.TenantsPart(i)) == "tenants-"+m[1] {
+			found = append(found, i)
+		}
+	}
+	slices.Sort(found)
+	names := make([]string, len(found))
+	for i, g := range found {
+		names[i] = o.Stack + "." + string(platform.TenantsPart(g))
+	}
+	return names, nil
+}
+
+// StackRef is one stack of an environment as List names it.
+type StackRef struct {
+	// Name is the stack's name; Part what it builds.
+	Name string
+	Part platform.Part
+	// Leftover marks a group stack beyond the environment's groups, which an up destroys once it holds no tenant.
+	Leftover bool
+	cloud    string
+}
+
+func (r StackRef) String() string {
+	if r.Leftover {
+		return r.Name + " (left beyond the environment's groups)"
+	}
+	return r.Name
+}
+
+// List names the stacks of an environment in the order an up runs them, without creating any: those its stack file
+// implies, then the group stacks beyond them that the backend holds with resources.
+func List(ctx context.Context, o Options) ([]StackRef, error) {
+	o, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := platform.ReadStackFile(o.StackFile)
+	if err != nil {
+		return nil, err
+	}
+	names, err := platform.EnvironmentStacks(o.Stack, sc)
+	if err != nil {
+		return nil, err
+	}
+	groups := len(names) - 1
+	cloud := sc.Values[platform.ConfigNamespace+":cloud"]
+	var refs []StackRef
+	for _, n := range names {
+		refs = append(refs, StackRef{Name: n, Part: platform.PartOf(n, groups), cloud: cloud})
+	}
+	if groups == 0 {
+		return refs, nil
+	}
+	work, err := os.MkdirTemp("", "gpu-tenancy-env-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	project := fmt.Sprintf("name: %s\nruntime: go\nbackend:\n  url: %s\n", projectName, o.Backend)
+	if err := os.WriteFile(filepath.Join(work, "Pulumi.yaml"), []byte(project), 0o600); err != nil {
+		return nil, err
+	}
+	env := map[string]string{}
+	if o.Passphrase != "" {
+		env["PULUMI_CONFIG_PASSPHRASE"] = o.Passphrase
+	}
+	_, cli, err := workspaceCLI(o.Tools, env)
+	if err != nil {
+		return nil, err
+	}
+	left, err := leftoverGroups(ctx, cli, work, cliEnv(o.Tools, env), o, groups)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range left {
+		refs = append(refs, StackRef{Name: n, Part: platform.PartOf(n, groups), Leftover: true, cloud: cloud})
+	}
+	return refs, nil
+}
+
+// MatrixEntry is one job of a CI fan-out over environments' stacks: the environment (the GitHub environment that
+// protects its deploys, and the stack file), the stack and what it builds, and the cloud whose credentials it needs.
+type MatrixEntry struct {
+	Environment string `json:"environment"`
+	Stack       string `json:"stack"`
+	Part        string `json:"part"`
+	Cloud       string `json:"cloud"`
+}
+
+// CIMatrix is the fan-out of environments' stacks as GitHub Actions matrices (strategy.matrix.include:
+// fromJSON(...)): the platform stacks, whose jobs run first, and the group stacks, whose jobs need them; All is both,
+// for jobs that need no order (a drift check).
+type CIMatrix struct {
+	Platforms []MatrixEntry `json:"platforms"`
+	Groups    []MatrixEntry `json:"groups"`
+	All       []MatrixEntry `json:"all"`
+	HasGroups bool          `json:"hasGroups"`
+}
+
+// Matrix is the CI matrix of environments' stacks, each as List returns them.
+func Matrix(environments ...[]StackRef) CIMatrix {
+	m := CIMatrix{Platforms: []MatrixEntry{}, Groups: []MatrixEntry{}}
+	for _, stacks := range environments {
+		env := stacks[0]
+		m.Platforms = append(m.Platforms, MatrixEntry{Environment: env.Name, Stack: env.Name, Part: string(env.Part), Cloud: env.cloud})
+		for _, s := range stacks[1:] {
+			m.Groups = append(m.Groups, MatrixEntry{Environment: env.Name, Stack: s.Name, Part: string(s.Part), Cloud: env.cloud})
+		}
+	}
+	m.All = append(slices.Clone(m.Platforms), m.Groups...)
+	m.HasGroups = len(m.Groups) > 0
+	return m
+}
+
+// Only narrows the environment to one of its stacks, for a CI job of a fan-out: the workflow orders the jobs, the
+// platform's before the groups'.
+func (e *Environment) Only(stack string) error {
+	for _, s := range e.Stacks {
+		if s.opts.Stack == stack {
+			if s != e.Stacks[0] {
+				e.Stacks = []*Stack{e.Stacks[0], s}
+				e.onlyGroup = true
+			} else {
+				e.Stacks = []*Stack{s}
+			}
+			return nil
+		}
+	}
+	var names []string
+	for _, s := range e.Stacks {
+		names = append(names, s.opts.Stack)
+	}
+	return fmt.Errorf("stack %s is not one of environment %s's: %s", stack, e.Name(), strings.Join(names, ", "))
+}
+
+// secretsProviderOf is the secrets provider a stack's state is encrypted with: its type, and for a cloud provider its
+// key's URL (pulumi sdk v3.274.1 go/common/apitype/core.go SecretsProvidersV1); "" for a stack without state.
+func (s *Stack) secretsProviderOf(ctx context.Context) (string, error) {
+	state, err := s.Export(ctx)
+	if err != nil {
+		return "", fmt.Errorf("stack %s: reading its state: %w", s.opts.Stack, err)
+	}
+	if len(state.Deployment) == 0 {
+		return "", nil
+	}
+	var d struct {
+		SecretsProviders *struct {
+			Type  string `json:"type"`
+			State struct {
+				URL string `json:"url"`
+			} `json:"state"`
+		} `json:"secrets_providers"`
+	}
+	if err := json.Unmarshal(state.Deployment, &d); err != nil || d.SecretsProviders == nil {
+		return "", err
+	}
+	if d.SecretsProviders.State.URL != "" {
+		return d.SecretsProviders.State.URL, nil
+	}
+	return d.SecretsProviders.Type, nil
+}
+
+// checkSecretsProviders refuses an environment whose group stacks encrypt with another secrets provider than its
+// platform stack: a group stack reads the platform's kubeconfig, a secret, through a stack reference, which its own
+// run decrypts with the platform stack's provider and its own credentials (pulumi pkg v3.274.1
+// resource/deploy/builtins.go readStackReference); a passphrase that does not fit yields an empty value, not an error.
+func (e *Environment) checkSecretsProviders(ctx context.Context) error {
+	if len(e.Stacks) == 1 {
+		return nil
+	}
+	want, err := e.Stacks[0].secretsProviderOf(ctx)
+	if err != nil || want == "" {
+		return err
+	}
+	for _, s := range e.Stacks[1:] {
+		got, err := s.secretsProviderOf(ctx)
+		if err != nil {
+			return err
+		}
+		if got != "" && got != want {
+			return fmt.Errorf("stack %s encrypts its secrets with %s, but the environment's platform stack %s with %s: every stack "+
+				"of an environment needs the one provider, or the group cannot read the platform's kubeconfig. Run `pulumi stack "+
+				"change-secrets-provider --stack %s <the platform stack's provider>`", s.opts.Stack, got, e.Name(), want, s.opts.Stack)
+		}
+	}
+	return nil
+}
+
+// groupStacks are the environment's group stacks, the ones left beyond its groups included.
+func (e *Environment) groupStacks() []*Stack { return e.Stacks[1:] }
+
+// leftover reports whether a group stack is beyond the environment's groups.
+func (e *Environment) leftover(s *Stack) bool {
+	g, ok := platform.PartOf(s.opts.Stack, max(e.groups, 1)).Group()
+	return ok && g >= e.groups
+}
+
+// Up brings the platform stack up, then every group in parallel, under the environment's lock. A group stack left
+// beyond the groups is destroyed when it holds no tenant, and refused (with what to run) when it holds some. With
+// OnlyChanged, a stack whose last up through the environment applied what it would apply now is skipped and named in
+// Skipped.
+func (e *Environment) Up(ctx context.Context, opts ...optup.Option) (Changes, error) {
+	unlock, err := e.lock(ctx, "up")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return e.up(ctx, opts...)
+}
+
+// up is Up under a lock the caller holds.
+func (e *Environment) up(ctx context.Context, opts ...optup.Option) (Changes, error) {
+	changes := Changes{}
+	held, err := e.checkPlacement(ctx)
+	if err != nil {
+		return changes, err
+	}
+	if held != nil && !e.onlyGroup {
+		// What each group's up applies, for -changed-only: its tenants as the states place them.
+		for _, s := range e.groupStacks() {
+			if s.partConfig, err = partConfig(s.opts, s.opts.StackFile, s.args, held); err != nil {
+				return changes, err
+			}
+		}
+	}
+	var mu sync.Mutex
+	e.Skipped = nil
+	up := func(s *Stack, upstream string) (map[string]int, error) {
+		if e.leftover(s) {
+			res, err := s.Destroy(ctx)
+			if err != nil {
+				return nil, err
+			}
+			s.say("%s: a group beyond the environment's %d groups, holding no tenant: destroyed", s.opts.Stack, e.groups)
+			return *res.Summary.ResourceChanges, nil
+		}
+		if e.OnlyChanged && s.unchanged(upstream) {
+			s.say("%s: unchanged since its last up (the same program, config and cluster): skipped, not refreshed", s.opts.Stack)
+			mu.Lock()
+			defer mu.Unlock()
+			e.Skipped = append(e.Skipped, s.opts.Stack)
+			return nil, nil
+		}
+		res, err := s.Up(ctx, opts...)
+		var counts map[string]int
+		if res.Summary.ResourceChanges != nil {
+			counts = *res.Summary.ResourceChanges
+		}
+		if err == nil {
+			err = s.recordApplied(upstream)
+		}
+		return counts, err
+	}
+	if !e.onlyGroup {
+		counts, err := up(e.Stacks[0], "")
+		changes.add(counts)
+		if err != nil || len(e.Stacks) == 1 {
+			return changes, err
+		}
+	}
+	// A group's stack reaches the cluster through the platform stack's kubeconfig: when that changes, so does
+	// what the group's up applies.
+	outputs, err := e.Stacks[0].Outputs(ctx)
+	if err != nil {
+		return changes, fmt.Errorf("stack %s: reading its outputs: %w", e.Name(), err)
+	}
+	upstream := fmt.Sprint(outputs["kubeconfig"].Value)
+	err = e.eachGroup(func(s *Stack) (map[string]int, error) { return up(s, upstream) }, changes)
+	return changes, err
+}
+
+// checkPlacement refuses, before anything runs, a tenant held by one group stack whose config records it in another
+// (a group edited instead of moved), a tenant two stacks hold, and a group stack beyond the groups that holds tenants:
+// each would have a stack delete a tenant it holds. The message says what to run. It returns the group whose stack
+// holds each tenant.
+func (e *Environment) checkPlacement(ctx context.Context) (map[string]int, error) {
+	if e.groups == 0 {
+		return nil, nil
+	}
+	held := map[string]int{}
+	args := e.Stacks[0].args
+	recorded := map[string]int{}
+	for _, t := range args.Tenants {
+		if t.Group != nil {
+			recorded[t.Name] = *t.Group
+		}
+	}
+	holder := map[string]string{}
+	var problems []string
+	for _, s := range e.groupStacks() {
+		tenants, err := s.Tenants(ctx)
+		if err != nil {
+			return nil, err
+		}
+		g, _ := platform.PartOf(s.opts.Stack, e.groups).Group()
+		for _, t := range tenants {
+			held[t] = g
+			if other, ok := holder[t]; ok {
+				problems = append(problems, fmt.Sprintf("tenant %s is held by both %s and %s: restore one of them from its "+
+					"backup (pulumi stack import) before anything runs", t, other, s.opts.Stack))
+			}
+			holder[t] = s.opts.Stack
+			if !slices.Contains(args.TenantNames(), t) {
+				continue
+			}
+			switch want, ok := recorded[t]; {
+			case e.leftover(s):
+				problems = append(problems, fmt.Sprintf("tenant %s lives in %s, which %d groups leave out: move it first "+
+					"(gpu-tenancy-env move %s %s -to <group>)", t, s.opts.Stack, e.groups, e.Name(), t))
+			case ok && want != g:
+				problems = append(problems, fmt.Sprintf("tenant %s lives in %s, but the stack file records group %d: move it "+
+					"(gpu-tenancy-env move %s %s -to %d), which records the group itself, or record group %d again",
+					t, s.opts.Stack, want, e.Name(), t, want, g))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("the environment's stacks do not hold the tenants where its stack file places them:\n  - %s",
+			strings.Join(problems, "\n  - "))
+	}
+	return held, nil
+}
+
+// Preview previews every stack, the groups in parallel after the platform.
+func (e *Environment) Preview(ctx context.Context, opts ...optpreview.Option) (Changes, error) {
+	preview := func(s *Stack) (map[string]int, error) {
+		res, err := s.Preview(ctx, opts...)
+		counts := map[string]int{}
+		for op, n := range res.ChangeSummary {
+			counts[string(op)] = n
+		}
+		return counts, err
+	}
+	return e.platformThenGroups(preview)
+}
+
+// Refresh refreshes every stack: what the state says is read back from the cluster and the cloud.
+func (e *Environment) Refresh(ctx context.Context) (Changes, error) {
+	refresh := func(s *Stack) (map[string]int, error) {
+		res, err := s.Refresh(ctx, optrefresh.ProgressStreams(s.progress()), optrefresh.ErrorProgressStreams(s.progress()))
+		if res.Summary.ResourceChanges == nil {
+			return nil, err
+		}
+		return *res.Summary.ResourceChanges, err
+	}
+	return e.platformThenGroups(refresh)
+}
+
+// platformThenGroups runs op on the platform stack (unless this environment is one group's), then on the groups in
+// parallel, and adds up what each reports.
+func (e *Environment) platformThenGroups(op func(*Stack) (map[string]int, error)) (Changes, error) {
+	changes := Changes{}
+	if !e.onlyGroup {
+		counts, err := op(e.Stacks[0])
+		changes.add(counts)
+		if err != nil {
+			return changes, err
+		}
+	}
+	return changes, e.eachGroup(op, changes)
+}
+
+// Destroy takes every group down in parallel, then the platform stack, under the environment's lock: the platform's
+// guards go last, when no tenant is left.
+func (e *Environment) Destroy(ctx context.Context) (Changes, error) {
+	unlock, err := e.lock(ctx, "destroy")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	changes := Changes{}
+	destroy := func(s *Stack) (map[string]int, error) {
+		res, err := s.Destroy(ctx)
+		if res.Summary.ResourceChanges == nil {
+			return nil, err
+		}
+		return *res.Summary.ResourceChanges, err
+	}
+	// A destroy mostly waits, for each tenant namespace to terminate, rather than computes: every group at once.
+	if err := e.eachGroupAtOnce(len(e.Stacks), destroy, changes); err != nil || e.onlyGroup {
+		return changes, err
+	}
+	counts, err := destroy(e.Stacks[0])
+	changes.add(counts)
+	return changes, err
+}
+
+// Recover recovers every stack (Stack.Recover): for an up, the platform first; for a destroy, the groups first.
+func (e *Environment) Recover(ctx context.Context, op Op) error {
+	if op == "" {
+		for _, s := range e.Stacks {
+			if op = s.Interrupted(); op != "" {
+				break
+			}
+		}
+	}
+	unlock, err := e.lock(ctx, "recover")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	recover := func(s *Stack) (map[string]int, error) { return nil, s.Recover(ctx, op) }
+	if op == OpDestroy {
+		if err := e.eachGroup(recover, Changes{}); err != nil || e.onlyGroup {
+			return err
+		}
+		return e.Stacks[0].Recover(ctx, op)
+	}
+	if !e.onlyGroup {
+		if err := e.Stacks[0].Recover(ctx, op); err != nil {
+			return err
+		}
+	}
+	return e.eachGroup(recover, Changes{})
+}
+
+// eachGroup runs f on every group stack, Parallel at a time, adds what each returns to changes, and joins their
+// errors, each naming its stack. Every group runs even when another fails: they are independent.
+func (e *Environment) eachGroup(f func(*Stack) (map[string]int, error), changes Changes) error {
+	parallel := e.Parallel
+	if parallel <= 0 {
+		parallel = runtime.NumCPU()
+	}
+	return e.eachGroupAtOnce(parallel, f, changes)
+}
+
+// eachGroupAtOnce is eachGroup with parallel group stacks at a time.
+func (e *Environment) eachGroupAtOnce(parallel int, f func(*Stack) (map[string]int, error), changes Changes) error {
+	slots := make(chan struct{}, parallel)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, s := range e.groupStacks() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			counts, err := f(s)
+			mu.Lock()
+			defer mu.Unlock()
+			changes.add(counts)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("stack %s: %w", s.opts.Stack, err))
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// prefixed writes each line to w with the stack's part before it, so that the progress of stacks that run at once
+// can be told apart; nil stays nil.
+func prefixed(w io.Writer, stack string, part platform.Part) io.Writer {
+	if w == nil {
+		return nil
+	}
+	return &linePrefixer{w: w, prefix: []byte(fmt.Sprintf("[%s %s] ", stack, part))}
+}
+
+type linePrefixer struct {
+	mu      sync.Mutex
+	w       io.Writer
+	prefix  []byte
+	partial []byte
+}
+
+func (l *linePrefixer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := append(append([]byte(nil), l.prefix...), l.partial[:i+1]...)
+		l.partial = l.partial[i+1:]
+		if _, err := l.w.Write(line); err != nil {
+			return len(p), err
+		}
+	}
+}

@@ -1,0 +1,398 @@
+// Package environment runs the stacks of an environment with the real Pulumi engine through the Automation API: the
+// platform program as an inline program (no language plugin, no program build), on the state backend the project or
+// PULUMI_BACKEND_URL names (a file URL, a bucket, Pulumi Cloud), with the secrets provider of the environment's stack
+// file. An environment is one stack file: the platform stack of its name and, when the file splits it into tenant
+// groups, one stack per group (Environment). The gpu-tenancy-env command, `make demo` and the end-to-end tests use it.
+package environment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"sigs.k8s.io/yaml"
+)
+
+// Options say which stack to drive and where its state lives.
+type Options struct {
+	// RepoRoot holds the project: Pulumi.yaml and the stack files of its stackConfigDir.
+	RepoRoot string
+	// Stack names the stack, and its config Pulumi.<Stack>.yaml unless ConfigFrom or StackFile says otherwise.
+	Stack string
+	// ConfigFrom names the stack whose stack file holds the config, for the group stacks of an environment (which
+	// read the environment's file) or a second stack with another's config; default Stack.
+	ConfigFrom string
+	// StackFile is the stack file itself; default <RepoRoot>/<stackConfigDir>/Pulumi.<ConfigFrom>.yaml. It is never
+	// written, but by Environment.Move, which records a moved tenant's group in it.
+	StackFile string
+	// Backend is the state backend's URL: a file URL, a bucket (gs://, s3://, azblob://) or Pulumi Cloud
+	// (https://api.pulumi.com). Default $PULUMI_BACKEND_URL, else the project's backend.url; one of them is needed.
+	Backend string
+	// WorkDir holds the workspace (a project file naming the backend, and the stack's working copy of its config);
+	// default <RepoRoot>/.tools/engine/<stack>.
+	WorkDir string
+	// Tools holds the pulumi CLI (bin/pulumi) and its plugins (pulumi-home); default <RepoRoot>/.tools, as `make
+	// tools` builds it, when it holds a CLI, else the pulumi CLI on PATH with its own plugins.
+	Tools string
+	// Passphrase protects the stack's secrets under the passphrase provider; default $PULUMI_CONFIG_PASSPHRASE, else
+	// the local development value for a file backend under RepoRoot/.tools.
+	Passphrase string
+	// Config overrides keys of the stack file (full keys, raw values as a program receives them), in the working copy.
+	Config map[string]string
+	// SecretConfig sets secret keys, in the working copy.
+	SecretConfig map[string]string
+	// Progress receives the engine's progress output; nil discards it.
+	Progress io.Writer `json:"-"`
+	// PolicyPacks run on every preview and up (`--policy-pack`): paths to policy pack binaries, such as the
+	// project's PolicyPack, or to PulumiPolicy.yaml directories; relative paths are taken from RepoRoot. A mandatory
+	// violation fails the operation.
+	PolicyPacks []string
+	// SkipRefresh leaves out the refresh that Up and Preview run first, where speed matters more than seeing drift.
+	SkipRefresh bool
+	// SkipCheckpoints writes a group stack's state once, at the end of an operation, instead of after every step
+	// (PULUMI_SKIP_CHECKPOINTS): the state of a large stack is written in a fraction of the time, and an engine killed
+	// half-way leaves none of the run's record. The platform stack, which holds the cloud cluster, always keeps them.
+	// Only the bench sets it, to measure the layout against the groups (docs/architecture.md, "Scale"): recover cannot
+	// yet remove what a killed run without checkpoints created, so no command offers it.
+	SkipCheckpoints bool
+	// Program replaces the platform program as the inline program; nil runs platform.InlineProgram(RepoRoot, WorkDir).
+	// Tests use it to run a deliberately broken program.
+	Program pulumi.RunFunc `json:"-"`
+}
+
+// PolicyPackBinary is the file name of the project's policy pack (./policy), which `make tools` builds into
+// .tools/bin.
+const PolicyPackBinary = "gpu-tenancy-policy"
+
+// PolicyPack is where `make tools` puts the project's policy pack under repoRoot.
+func PolicyPack(repoRoot string) string {
+	return filepath.Join(repoRoot, ".tools", "bin", PolicyPackBinary)
+}
+
+// projectName is the Pulumi project, as the program's config namespace spells it.
+const projectName = platform.ConfigNamespace
+
+// LocalPassphrase is the passphrase of stacks run on the local control plane when none is given; it protects
+// nothing of value (the local cluster's throwaway credentials) and is documented in the README.
+const LocalPassphrase = "gpu-tenancy-local"
+
+// Stack is a stack ready for up, preview and destroy.
+type Stack struct {
+	auto.Stack
+	opts Options
+	// partConfig is the config its part builds from (partConfig), for the record of what an up applied.
+	partConfig map[string]any
+	// args are the stack file's args, decoded, for the tenants it holds.
+	args *platform.PlatformArgs
+	// cli runs the pulumi CLI for what the Automation API has no call for (state move, unprotect, stack ls).
+	cli auto.PulumiCommand
+	env map[string]string
+}
+
+// resolve fills in the options' defaults and checks them.
+func (o Options) resolve() (Options, error) {
+	if o.RepoRoot == "" || o.Stack == "" {
+		return o, errors.New("environment: RepoRoot and Stack are required")
+	}
+	project, err := readProject(o.RepoRoot)
+	if err != nil {
+		return o, err
+	}
+	if o.ConfigFrom == "" {
+		o.ConfigFrom = o.Stack
+	}
+	if o.StackFile == "" {
+		o.StackFile = filepath.Join(o.RepoRoot, project.StackConfigDir, "Pulumi."+o.ConfigFrom+".yaml")
+	}
+	if o.Backend, err = resolveBackend(o.Backend, project, o.RepoRoot); err != nil {
+		return o, err
+	}
+	if o.WorkDir == "" {
+		o.WorkDir = filepath.Join(o.RepoRoot, ".tools", "engine", o.Stack)
+	}
+	if o.Tools == "" {
+		o.Tools = filepath.Join(o.RepoRoot, ".tools")
+		if _, err := os.Stat(filepath.Join(o.Tools, "bin", "pulumi")); err != nil {
+			o.Tools = ""
+		}
+	}
+	if o.Passphrase == "" {
+		o.Passphrase = os.Getenv("PULUMI_CONFIG_PASSPHRASE")
+	}
+	if dir, ok := fileStateDir(o.Backend); o.Passphrase == "" && ok && isUnder(dir, filepath.Join(o.RepoRoot, ".tools")) {
+		o.Passphrase = LocalPassphrase
+	}
+	return o, nil
+}
+
+// Open validates the stack file (every problem at once, unknown keys included) and prepares the stack, creating it
+// on the backend when new, with the secrets provider its stack file names.
+func Open(ctx context.Context, o Options) (*Stack, error) {
+	o, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := platform.ReadStackFile(o.StackFile)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range o.Config {
+		sc.Values[k] = v
+	}
+	for k := range o.SecretConfig {
+		sc.Values[k] = platform.SecretPlaceholder
+		sc.Secrets = append(sc.Secrets, k)
+	}
+	args, err := platform.Load(sc.Source(), platform.ConfigKeys)
+	if err != nil {
+		return nil, fmt.Errorf("stack %s: %w", o.Stack, err)
+	}
+	config, err := partConfig(o, o.StackFile, args, nil)
+	if err != nil {
+		return nil, fmt.Errorf("stack %s: %w", o.Stack, err)
+	}
+	if err := os.MkdirAll(o.WorkDir, 0o700); err != nil {
+		return nil, fmt.Errorf("environment: %w", err)
+	}
+	if dir, ok := fileStateDir(o.Backend); ok {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("environment: %w", err)
+		}
+		repaired, err := repairState(dir, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range repaired {
+			fmt.Fprintln(progressOf(o), line)
+		}
+	}
+	provider, err := writeWorkspace(o, o.StackFile)
+	if err != nil {
+		return nil, err
+	}
+	// The CLI runs in WorkDir, so a relative pack path would be looked up there.
+	packs := make([]string, len(o.PolicyPacks))
+	for i, p := range o.PolicyPacks {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(o.RepoRoot, p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("environment: policy pack: %w", err)
+		}
+		packs[i] = p
+	}
+	o.PolicyPacks = packs
+	program := o.Program
+	if program == nil {
+		program = platform.InlineProgram(o.RepoRoot, o.WorkDir)
+	}
+
+	env := map[string]string{}
+	if o.Passphrase != "" {
+		env["PULUMI_CONFIG_PASSPHRASE"] = o.Passphrase
+	}
+	if o.SkipCheckpoints {
+		env["PULUMI_SKIP_CHECKPOINTS"] = "true"
+	}
+	wsOpts, cli, err := workspaceCLI(o.Tools, env)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := auto.NewLocalWorkspace(ctx, append(wsOpts,
+		auto.WorkDir(o.WorkDir),
+		// A stack is created with its stack file's provider: without it the CLI would give a new stack on a DIY
+		// backend the passphrase provider and drop the file's key (pulumi pkg v3.274.1 secrets/passphrase/manager.go).
+		auto.SecretsProvider(provider),
+		auto.Program(program),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("environment: workspace for stack %s: %w", o.Stack, err)
+	}
+	st, err := auto.UpsertStack(ctx, o.Stack, ws)
+	if err != nil {
+		return nil, fmt.Errorf("environment: selecting stack %s on %s: %w", o.Stack, o.Backend, err)
+	}
+	cfg := auto.ConfigMap{}
+	for k, v := range o.Config {
+		cfg[k] = auto.ConfigValue{Value: v}
+	}
+	if len(cfg) > 0 {
+		if err := st.SetAllConfig(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("environment: setting config of stack %s: %w", o.Stack, err)
+		}
+	}
+	s := &Stack{Stack: st, opts: o, partConfig: config, args: args, cli: cli, env: env}
+	// The Automation API's SetAllConfig puts each value on the pulumi CLI's command line (pulumi sdk v3.274.1
+	// go/auto/local_workspace.go), where any user of the machine reads it: a secret goes through stdin, which
+	// `pulumi config set` reads when no value is given.
+	for _, k := range slices.Sorted(maps.Keys(o.SecretConfig)) {
+		if _, err := s.runWithInput(ctx, strings.NewReader(o.SecretConfig[k]),
+			"config", "set", "--stack", o.Stack, "--secret", "--raw", k); err != nil {
+			return nil, fmt.Errorf("environment: setting secret %s of stack %s: %w", k, o.Stack, err)
+		}
+	}
+	return s, nil
+}
+
+// workspaceCLI are the workspace options that run the pulumi CLI of tools (as `make tools` builds it: plugins from
+// there only, nothing downloaded), or the one on PATH when tools is empty, with env added to the CLI's environment.
+func workspaceCLI(tools string, env map[string]string) ([]auto.LocalWorkspaceOption, auto.PulumiCommand, error) {
+	all := map[string]string{"PULUMI_SKIP_UPDATE_CHECK": "true"}
+	maps.Copy(all, env)
+	if tools == "" {
+		cmd, err := auto.NewPulumiCommand(nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("environment: the pulumi CLI on PATH (or run `make tools`): %w", err)
+		}
+		return []auto.LocalWorkspaceOption{auto.Pulumi(cmd), auto.EnvVars(all)}, cmd, nil
+	}
+	cmd, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: tools})
+	if err != nil {
+		return nil, nil, fmt.Errorf("environment: the pulumi CLI in %s/bin (run `make tools`): %w", tools, err)
+	}
+	all["PATH"] = filepath.Join(tools, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
+	all["PULUMI_HOME"] = filepath.Join(tools, "pulumi-home")
+	return []auto.LocalWorkspaceOption{auto.PulumiHome(filepath.Join(tools, "pulumi-home")), auto.Pulumi(cmd), auto.EnvVars(all)}, cmd, nil
+}
+
+// CLI are the workspace options that run the pulumi CLI `make tools` built in repoRoot/.tools, with plugins from
+// there only (nothing may be downloaded) and env added to the CLI's environment.
+func CLI(repoRoot string, env map[string]string) ([]auto.LocalWorkspaceOption, error) {
+	opts, _, err := workspaceCLI(filepath.Join(repoRoot, ".tools"), env)
+	return opts, err
+}
+
+// writeWorkspace writes the project file (the project's name and runtime, and the backend) and the stack's working
+// copy of its config, and returns the secrets provider the stack file names. The working copy keeps the encryption
+// salt of an earlier run, so secrets already in the state stay readable.
+func writeWorkspace(o Options, stackFile string) (string, error) {
+	project := fmt.Sprintf("name: %s\nruntime: go\nbackend:\n  url: %s\n", projectName, o.Backend)
+	if err := os.WriteFile(filepath.Join(o.WorkDir, "Pulumi.yaml"), []byte(project), 0o600); err != nil {
+		return "", fmt.Errorf("environment: writing project file: %w", err)
+	}
+	src, err := os.ReadFile(stackFile)
+	if err != nil {
+		return "", fmt.Errorf("environment: %w", err)
+	}
+	var file struct {
+		SecretsProvider string `json:"secretsprovider"`
+	}
+	if err := yaml.Unmarshal(src, &file); err != nil {
+		return "", fmt.Errorf("environment: %s: %w", stackFile, err)
+	}
+	provider := file.SecretsProvider
+	if provider == "" || provider == "default" {
+		provider = "passphrase"
+	}
+	copyPath := filepath.Join(o.WorkDir, "Pulumi."+o.Stack+".yaml")
+	var salt string
+	if old, err := os.ReadFile(copyPath); err == nil {
+		var doc struct {
+			EncryptionSalt string `json:"encryptionsalt"`
+		}
+		if yaml.Unmarshal(old, &doc) == nil {
+			salt = doc.EncryptionSalt
+		}
+	}
+	// The stack file's own salt decrypts its secure values, so a first run keeps it when there are some (every stack
+	// of a grouped environment reads the same file, with the same passphrase). A file without any (the local stack's,
+	// whose salt serves the CLI run from the repository root with the local passphrase) leaves the salt to this
+	// stack, whose passphrase may differ. A salt of an earlier run wins: the state was encrypted with it.
+	sc, err := platform.ReadStackFile(stackFile)
+	if err != nil {
+		return "", fmt.Errorf("environment: %w", err)
+	}
+	out := string(src)
+	if salt != "" || len(sc.Secrets) == 0 {
+		var lines []string
+		for _, line := range strings.Split(out, "\n") {
+			if !strings.HasPrefix(line, "encryptionsalt:") {
+				lines = append(lines, line)
+			}
+		}
+		out = strings.Join(lines, "\n")
+	}
+	if salt != "" {
+		out = "encryptionsalt: " + salt + "\n" + out
+	}
+	if err := os.WriteFile(copyPath, []byte(out), 0o600); err != nil {
+		return "", fmt.Errorf("environment: writing working stack config: %w", err)
+	}
+	return provider, nil
+}
+
+func (s *Stack) progress() io.Writer { return progressOf(s.opts) }
+
+func progressOf(o Options) io.Writer {
+	if o.Progress == nil {
+		return io.Discard
+	}
+	return o.Progress
+}
+
+// Up refreshes the stack (unless SkipRefresh), so that what was deleted or edited by hand is put back, then applies
+// it with the policy packs; opts add to (or override) the defaults.
+func (s *Stack) Up(ctx context.Context, opts ...optup.Option) (auto.UpResult, error) {
+	defaults := []optup.Option{optup.ProgressStreams(s.progress()), optup.ErrorProgressStreams(s.progress())}
+	if !s.opts.SkipRefresh {
+		defaults = append(defaults, optup.Refresh())
+	}
+	if len(s.opts.PolicyPacks) > 0 {
+		defaults = append(defaults, optup.PolicyPacks(s.opts.PolicyPacks...))
+	}
+	done, err := s.begin(OpUp)
+	if err != nil {
+		return auto.UpResult{}, err
+	}
+	defer done()
+	if err := s.unprotectRemovedTenants(ctx); err != nil {
+		return auto.UpResult{}, err
+	}
+	// A tenant's removal deletes its namespace: say what that waits for.
+	finish := s.watchTerminating(ctx)
+	res, err := s.Stack.Up(ctx, append(defaults, opts...)...)
+	return res, finish(err)
+}
+
+// Preview refreshes (unless SkipRefresh), so drift shows as a diff, then previews the stack with the policy packs;
+// opts add to (or override) the defaults.
+func (s *Stack) Preview(ctx context.Context, opts ...optpreview.Option) (auto.PreviewResult, error) {
+	defaults := []optpreview.Option{optpreview.Diff(), optpreview.ProgressStreams(s.progress()),
+		optpreview.ErrorProgressStreams(s.progress())}
+	if !s.opts.SkipRefresh {
+		defaults = append(defaults, optpreview.Refresh())
+	}
+	if len(s.opts.PolicyPacks) > 0 {
+		defaults = append(defaults, optpreview.PolicyPacks(s.opts.PolicyPacks...))
+	}
+	return s.Stack.Preview(ctx, append(defaults, opts...)...)
+}
+
+// Destroy deletes everything the stack created, protected tenants and guards included (a destroy is the decision to
+// delete them); the stack itself stays, with empty state.
+func (s *Stack) Destroy(ctx context.Context) (auto.DestroyResult, error) {
+	done, err := s.begin(OpDestroy)
+	if err != nil {
+		return auto.DestroyResult{}, err
+	}
+	defer done()
+	if err := s.unprotectAll(ctx); err != nil {
+		return auto.DestroyResult{}, err
+	}
+	finish := s.watchTerminating(ctx)
+	res, err := s.Stack.Destroy(ctx, optdestroy.ProgressStreams(s.progress()), optdestroy.ErrorProgressStreams(s.progress()))
+	return res, finish(err)
+}

@@ -1,0 +1,205 @@
+package environment
+
+import (
+	"io"
+	"os"
+
+	"context"
+	"encoding/json"
+	"fmt"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// stateResource is what the environment reads of a resource in a stack's state (pulumi sdk v3.274.1
+// go/common/apitype/core.go ResourceV3).
+type stateResource struct {
+	URN     string `json:"urn"`
+	Type    string `json:"type"`
+	Parent  string `json:"parent"`
+	Protect bool   `json:"protect"`
+	Custom  bool   `json:"custom"`
+	ID      string `json:"id"`
+}
+
+// Type tokens of the components that hold a tenant: each is named after the tenant, and every object of the tenant is
+// below one of them.
+const (
+	tenantType         = "gpu-tenancy:tenancy:Tenant"
+	virtualClusterType = "gpu-tenancy:vcluster:VirtualCluster"
+)
+
+// resources are the resources of the stack's state, in state order.
+func (s *Stack) resources(ctx context.Context) ([]stateResource, error) {
+	state, err := s.Export(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stack %s: reading its state: %w", s.opts.Stack, err)
+	}
+	if len(state.Deployment) == 0 {
+		return nil, nil
+	}
+	var deployment struct {
+		Resources []stateResource `json:"resources"`
+	}
+	if err := json.Unmarshal(state.Deployment, &deployment); err != nil {
+		return nil, fmt.Errorf("stack %s: decoding its state: %w", s.opts.Stack, err)
+	}
+	return deployment.Resources, nil
+}
+
+// urnName is the name part of a URN (urn:pulumi:<stack>::<project>::<type>::<name>).
+func urnName(urn string) string {
+	i := strings.LastIndex(urn, "::")
+	if i < 0 {
+		return ""
+	}
+	return urn[i+2:]
+}
+
+// tenantResources maps each tenant the state holds to the URNs of its components and everything below them.
+func tenantResources(resources []stateResource) map[string][]string {
+	children := map[string][]string{}
+	for _, r := range resources {
+		if r.Parent != "" {
+			children[r.Parent] = append(children[r.Parent], r.URN)
+		}
+	}
+	out := map[string][]string{}
+	for _, r := range resources {
+		if r.Type != tenantType && r.Type != virtualClusterType {
+			continue
+		}
+		tenant := urnName(r.URN)
+		queue := []string{r.URN}
+		for len(queue) > 0 {
+			urn := queue[0]
+			queue = queue[1:]
+			out[tenant] = append(out[tenant], urn)
+			queue = append(queue, children[urn]...)
+		}
+	}
+	return out
+}
+
+// Tenants names the tenants the stack's state holds, sorted.
+func (s *Stack) Tenants(ctx context.Context) ([]string, error) {
+	res, err := s.resources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Sorted(maps.Keys(tenantResources(res))), nil
+}
+
+// cliEnv is the environment the stack's workspace gives the pulumi CLI, for the commands the Automation API has no
+// call for.
+func (s *Stack) cliEnv() []string { return cliEnv(s.opts.Tools, s.env) }
+
+// cliEnv is the environment of a pulumi CLI of tools (workspaceCLI) with env added.
+func cliEnv(tools string, env map[string]string) []string {
+	var out []string
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	if tools != "" {
+		out = append(out, "PULUMI_HOME="+tools+"/pulumi-home", "PATH="+tools+"/bin:"+os.Getenv("PATH"))
+	}
+	return append(out, "PULUMI_SKIP_UPDATE_CHECK=true")
+}
+
+// run runs the pulumi CLI in the stack's workspace (whose project file names the backend).
+func (s *Stack) run(ctx context.Context, args ...string) (string, error) {
+	return s.runWithInput(ctx, nil, args...)
+}
+
+// runWithInput is run with stdin, for what must not stand on the command line, where every user of the machine can
+// read it.
+func (s *Stack) runWithInput(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
+	out, errOut, code, err := s.cli.Run(ctx, s.opts.WorkDir, stdin, nil, nil, s.cliEnv(), args...)
+	if err != nil || code != 0 {
+		return out, fmt.Errorf("pulumi %s: exit %d: %v: %s", strings.Join(args[:min(len(args), 3)], " "), code, err, strings.TrimSpace(errOut))
+	}
+	return out, nil
+}
+
+// unprotect lifts the protection of the resources named, so that the next operation may delete them.
+func (s *Stack) unprotect(ctx context.Context, urns []string) error {
+	if len(urns) == 0 {
+		return nil
+	}
+	_, err := s.run(ctx, append([]string{"state", "unprotect", "--stack", s.opts.Stack, "--yes"}, urns...)...)
+	return err
+}
+
+// unprotectAll lifts the protection of every resource of the stack: for a destroy, which is the decision to delete
+// them all.
+func (s *Stack) unprotectAll(ctx context.Context) error {
+	res, err := s.resources(ctx)
+	if err != nil {
+		return err
+	}
+	var protected []string
+	for _, r := range res {
+		if r.Protect {
+			protected = append(protected, r.URN)
+		}
+	}
+	return s.unprotect(ctx, protected)
+}
+
+// Name is the stack's name.
+func (s *Stack) Name() string { return s.opts.Stack }
+
+// deviceClassType is the type token of a catalog class's DeviceClass, which the catalog names <catalog>-<class>.
+const deviceClassType = "kubernetes:resource.k8s.io/v1:DeviceClass"
+
+// unprotectDroppedClasses lifts the protection of the DeviceClasses of classes the config no longer lists, so the up
+// deletes them; a class still in config keeps the protection the catalog gives it while tenants exist.
+func (s *Stack) unprotectDroppedClasses(ctx context.Context, res []stateResource) error {
+	var urns []string
+	for _, r := range res {
+		if r.Type != deviceClassType || !r.Protect {
+			continue
+		}
+		name := urnName(r.URN)
+		kept := slices.ContainsFunc(s.args.ClassNames(), func(class string) bool { return name == platform.CatalogName+"-"+class })
+		if !kept {
+			s.say("%s: DeviceClass %s is no longer in the config: lifting its protection, so this up deletes it", s.opts.Stack, name)
+			urns = append(urns, r.URN)
+		}
+	}
+	return s.unprotect(ctx, urns)
+}
+
+// removedTenants lifts the protection of the tenants the stack's state holds and the config no longer lists, so the
+// up deletes them; a tenant still in config keeps its protection, which fails an up that would delete it.
+func (s *Stack) unprotectRemovedTenants(ctx context.Context) error {
+	res, err := s.resources(ctx)
+	if err != nil {
+		return err
+	}
+	inConfig := s.args.TenantNames()
+	held := tenantResources(res)
+	protected := map[string]bool{}
+	for _, r := range res {
+		protected[r.URN] = r.Protect
+	}
+	if err := s.unprotectDroppedClasses(ctx, res); err != nil {
+		return err
+	}
+	var urns []string
+	for _, tenant := range slices.Sorted(maps.Keys(held)) {
+		if slices.Contains(inConfig, tenant) {
+			continue
+		}
+		s.say("%s: tenant %s is no longer in the config: lifting the protection of its %d resources, so this up deletes it",
+			s.opts.Stack, tenant, len(held[tenant]))
+		for _, urn := range held[tenant] {
+			if protected[urn] {
+				urns = append(urns, urn)
+			}
+		}
+	}
+	return s.unprotect(ctx, urns)
+}
