@@ -57,7 +57,8 @@ plan-check:
 	go run ./scripts/plan -check $(STACK)
 
 ## bench: one table of figures: offline plan at 10/100/1000 tenants, the engine on a local control plane at 10, 40 and
-## 100 tenants in tenant groups (one tenant added at 100), API fairness, cold and warm builds against the SDK floor
+## 100 tenants in tenant groups (one tenant added at 100) and the layouts weighed against them, a claim's admission with
+## 10/100/1000 tenants' guards, API fairness, cold and warm builds against the SDK floor
 ## (about 45 minutes; asserts nothing)
 bench: tools
 	go run ./scripts/bench

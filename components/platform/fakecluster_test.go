@@ -111,7 +111,7 @@ func (f *fakeCluster) serve(w http.ResponseWriter, r *http.Request) {
 // isCollection tells a collection path (…/namespaces, …/deviceclasses) from an object's.
 func isCollection(path string) bool {
 	for _, c := range []string{"/namespaces", "/deviceclasses", "/validatingadmissionpolicies", "/validatingadmissionpolicybindings",
-		"/flowschemas", "/prioritylevelconfigurations"} {
+		"/flowschemas", "/prioritylevelconfigurations", "/nodes"} {
 		if strings.HasSuffix(path, c) {
 			return true
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -84,8 +85,10 @@ func (l *liveCluster) hostRewrites(ctx context.Context, c *PlatformArgs, namespa
 			break
 		}
 	}
-	if err != nil && namespace != "default" && strings.Contains(err.Error(), "exceeded quota") {
-		// A tenant that holds its whole pod quota says nothing about the cluster's rewrites.
+	if err != nil && namespace != "default" && (strings.Contains(err.Error(), "exceeded quota") || refusedByTheGuards(err)) {
+		// A tenant that holds its whole pod quota says nothing about the cluster's rewrites; and the platform's own
+		// guards judge the probe by the config in force, not by the one this run applies, so what the cluster
+		// rewrites is read outside them.
 		return l.hostRewrites(ctx, c, "default")
 	}
 	path := c.Keys.Path(keyAdmission)
@@ -143,6 +146,16 @@ func (l *liveCluster) hostRewrites(ctx context.Context, c *PlatformArgs, namespa
 		"included (found by a server-side dry run of a plain pod in namespace %s):\n  - %s", namespace, strings.Join(problems, "\n  - "))
 }
 
+// refusedByTheGuards reports whether one of the platform's own admission policies refused the probe.
+func refusedByTheGuards(err error) bool {
+	for _, g := range tenancy.Guards(tenancy.AdmissionArgs{}) {
+		if strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+g.Name+"'") {
+			return true
+		}
+	}
+	return false
+}
+
 // serviceAccountWait bounds the wait for a namespace's default service account before the probe.
 const serviceAccountWait = time.Minute
 
@@ -154,4 +167,28 @@ func (l *liveCluster) probeNamespace(ctx context.Context, tenants []TenantArgs) 
 		}
 	}
 	return "default"
+}
+
+// probeBuiltCluster runs hostRewrites on a cloud cluster this stack builds, once its kubeconfig is known (on the up
+// that creates it, or at the preview of one that exists), and resolves only when the probe passes: every tenant object
+// depends on it, so on a cluster that rewrites tenant pods the run fails after the cluster and the platform's own
+// objects and before any tenant's. A kubeconfig that reaches no cluster (the offline plans', a machine without the
+// cloud's credentials plugin) is a warning, as in checkLive: the kubernetes provider cannot create anything there
+// either.
+func (c *PlatformArgs) probeBuiltCluster(ctx *pulumi.Context, kubeconfig pulumi.StringOutput, tenants []TenantArgs,
+	warn func(string)) pulumi.ResourceArrayOutput {
+	return kubeconfig.ApplyTWithContext(ctx.Context(), func(goctx context.Context, kc string) ([]pulumi.Resource, error) {
+		l, err := connect(kc)
+		if err == nil {
+			_, err = l.identity(goctx)
+		}
+		if err != nil {
+			if !isUnreachable(err) {
+				return nil, err
+			}
+			warn(fmt.Sprintf("not checking what the cluster does to tenant pods: %v", err))
+			return nil, nil
+		}
+		return nil, l.hostRewrites(goctx, c, l.probeNamespace(goctx, tenants))
+	}).(pulumi.ResourceArrayOutput)
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/clientcmd"
@@ -225,4 +226,34 @@ func (l *liveCluster) checkGuards(ctx context.Context, c *PlatformArgs, platform
 		return nil
 	}
 	return &guardsError{msg}
+}
+
+var nodesResource = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+
+// cachedImageExposure is the warning for an existing cluster with nodes whose kubelets run a cached private image for
+// a pod without the credentials that pulled it: image-pull credential verification (KEP-2535,
+// KubeletEnsureSecretPulledImages) is on by default from Kubernetes 1.35 only (docs/threat-model.md, "Shared nodes").
+// A cluster whose nodes the stack cannot list says nothing.
+func (l *liveCluster) cachedImageExposure(ctx context.Context) string {
+	nodes, err := l.dyn.Resource(nodesResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	var old []string
+	for _, n := range nodes.Items {
+		version, _, _ := unstructured.NestedString(n.Object, "status", "nodeInfo", "kubeletVersion")
+		if v, err := utilversion.ParseGeneric(version); err == nil && v.LessThan(utilversion.MajorMinor(1, 35)) {
+			old = append(old, n.GetName()+" ("+version+")")
+		}
+	}
+	if len(old) == 0 {
+		return ""
+	}
+	if len(old) > 5 {
+		old = append(old[:5], fmt.Sprintf("and %d more", len(old)-5))
+	}
+	return fmt.Sprintf("kubelets older than 1.35 do not check the image-pull credentials of cached images "+
+		"(KubeletEnsureSecretPulledImages), so a tenant can run another tenant's private image cached on a node they share: "+
+		"%s; upgrade those nodes, or give tenants with private images node pools of their own (docs/threat-model.md, "+
+		"\"Shared nodes\")", strings.Join(old, ", "))
 }

@@ -250,6 +250,41 @@ func TestHostRewritesOfTenantPodsAreFoundFirst(t *testing.T) {
 
 // Every group stack's provider carries the cluster's identity (kube-system's UID), so a new address or CA in the
 // kubeconfig updates it instead of replacing every tenant object.
+// A stack that builds its cloud cluster and its tenants in one probes the cluster once the kubeconfig is known, and
+// no tenant object is registered until the probe passes.
+func TestACloudClusterThisStackBuildsIsProbedBeforeAnyTenant(t *testing.T) {
+	run := func(f *fakeCluster, override map[string]string) (*mocktest.Recorder, error) {
+		rec := &mocktest.Recorder{Outputs: mocktest.ComputedOutputs()}
+		rec.Outputs["scaleway:kubernetes/cluster:Cluster"] = func(resource.PropertyMap) resource.PropertyMap {
+			return resource.PropertyMap{"kubeconfigs": resource.NewArrayProperty([]resource.PropertyValue{
+				resource.NewObjectProperty(resource.PropertyMap{"configFile": resource.NewStringProperty(f.kubeconfig())})})}
+		}
+		return runStackWithOpts(t, rec, "scw-dev", "scw-dev", override)
+	}
+	tenantNamespaces := func(rec *mocktest.Recorder) []string {
+		var out []string
+		for _, r := range rec.ByType("kubernetes:core/v1:Namespace") {
+			if r.Name == "legal-ai-namespace" || r.Name == "research-ai-namespace" {
+				out = append(out, r.Name)
+			}
+		}
+		return out
+	}
+	f := newFakeCluster(t)
+	f.mutate = func(pod map[string]any) {
+		pod["spec"].(map[string]any)["schedulerName"] = "gke.io/optimize-utilization-scheduler"
+	}
+	rec, err := run(f, nil)
+	require.ErrorContains(t, err, "scheduler to gke.io/optimize-utilization-scheduler")
+	require.ErrorContains(t, err, "gpu-tenancy:admission.schedulers")
+	assert.Empty(t, tenantNamespaces(rec), "registered before the probe passed")
+	assert.NotEmpty(t, rec.ByType("gpu-tenancy:scaleway:Cluster"), "the cluster itself is built first")
+
+	rec, err = run(f, map[string]string{"gpu-tenancy:admission": `{"schedulers": ["gke.io/optimize-utilization-scheduler"]}`})
+	require.NoError(t, err)
+	assert.NotEmpty(t, tenantNamespaces(rec), "admitted by admission.schedulers")
+}
+
 func TestAGroupsProviderCarriesTheClusterIdentity(t *testing.T) {
 	f := newFakeCluster(t)
 	f.platformGuards(nil)
@@ -288,6 +323,40 @@ func TestAMoveUnderWayStopsTheStacks(t *testing.T) {
 			} else {
 				require.NoError(t, err)
 			}
+		})
+	}
+}
+
+// An existing cluster's nodes are read for kubelets that run cached private images without checking credentials.
+func TestKubeletsOlderThan135AreSaid(t *testing.T) {
+	node := func(name, version string) map[string]any {
+		return map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": name},
+			"status": map[string]any{"nodeInfo": map[string]any{"kubeletVersion": version}}}
+	}
+	for name, c := range map[string]struct {
+		nodes []map[string]any
+		want  string
+	}{
+		"a 1.34 node among 1.35 ones": {[]map[string]any{node("gpu-a", "v1.35.0"), node("gpu-b", "v1.34.2-gke.1100")},
+			"gpu-b (v1.34.2-gke.1100)"},
+		"every node on 1.35": {[]map[string]any{node("gpu-a", "v1.35.0"), node("gpu-b", "v1.36.1")}, ""},
+		"no nodes":           {nil, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			if c.nodes != nil {
+				f.lists["/api/v1/nodes"] = c.nodes
+			}
+			l, err := connect(f.kubeconfig())
+			require.NoError(t, err)
+			got := l.cachedImageExposure(t.Context())
+			if c.want == "" {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Contains(t, got, c.want)
+			assert.Contains(t, got, "KubeletEnsureSecretPulledImages")
+			assert.NotContains(t, got, "gpu-a", "a 1.35 node is not named")
 		})
 	}
 }

@@ -131,9 +131,13 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	} else {
 		shared.catalog = tenancy.ExternalCatalog(a.admissionArgs(cl.ClaimStatusWriters, cl.GPUTaints()))
 	}
+	tenantOpts := append(slices.Clone(inCluster), pulumi.DependsOn(afterPlatform))
+	if buildsPlatform && a.Cloud != cluster.Existing && len(tenants) > 0 {
+		tenantOpts = append(tenantOpts, pulumi.DependsOnInputs(a.probeBuiltCluster(ctx, cl.Kubeconfig, tenants, warn)))
+	}
 	outputs := pulumi.Map{}
 	for _, t := range tenants {
-		out, err := shared.newTenant(ctx, t, append(inCluster, pulumi.DependsOn(afterPlatform))...)
+		out, err := shared.newTenant(ctx, t, tenantOpts...)
 		if err != nil {
 			return nil, err
 		}
@@ -268,6 +272,12 @@ func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig
 			return "", nil
 		}
 		return "", err
+	}
+	// A cloud flavour's kubelet version is the config's, said by exposures.
+	if c.Cloud == cluster.Existing {
+		if w := l.cachedImageExposure(goctx); w != "" {
+			warn(w)
+		}
 	}
 	if c.TenantGroups > 0 {
 		env := st.stack

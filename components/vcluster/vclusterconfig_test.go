@@ -139,6 +139,10 @@ func TestVClusterReadsTheSettingsAsTheProgramMeansThem(t *testing.T) {
 		assert.True(t, ok, "%s is not in vCluster's config", path)
 		assert.Equal(t, want, got, path)
 	}
+	// vCluster's default is true (a host Service per node the tenant's pods use, against the Service quota); false is
+	// left out of the config vCluster prints.
+	byIP, _ := lookup(cfg, "networking.advanced.proxyKubelets.byIP")
+	assert.NotEqual(t, true, byIP, "networking.advanced.proxyKubelets.byIP")
 	namespace, _ := lookup(cfg, "platform.apiKey.namespace")
 	assert.Empty(t, namespace, "the key is read from the vCluster's own namespace")
 }

@@ -19,7 +19,7 @@
 // It prints figures and asserts nothing about them: these machines are shared and noisy.
 //
 //	go run ./scripts/bench                          everything (`make bench`; needs `make tools`)
-//	go run ./scripts/bench -only plan,engine        a subset of plan, engine, fairness, build (cold builds take minutes)
+//	go run ./scripts/bench -only plan,engine        a subset of plan, engine, layouts, admission, fairness, build (cold builds take minutes)
 //	go run ./scripts/bench -plan-tenants 10,100     other sizes
 //
 // Run it from the project directory. The control plane listens on ports of its own (clusterEnv: 13790, 13800,

@@ -134,6 +134,10 @@ func requireTenantTable(t *testing.T, out string) {
 	for _, want := range []string{legal, research, "gpu-a100-whole-", "gpu-a100-mig-0/gpu-0-mig-1g5gb-"} {
 		assert.Contains(t, out, want)
 	}
+	// Each tenant's control-plane pod, created by its StatefulSet with no create refused in the namespace.
+	for _, tenant := range []string{legal, research} {
+		assert.Regexp(t, `(?m)^`+tenant+` +`+tenant+`-0 +none$`, out, "the control plane of %s", tenant)
+	}
 }
 
 // localStateFile is the local stack's state in the file backend (pulumi/pulumi pkg/backend/diy, v3.274.1).

@@ -293,6 +293,7 @@ func TestLocalStack(t *testing.T) {
 	t.Run("stack changes apply just that change", func(t *testing.T) { checkChanges(t, ctx, env) })
 	t.Run("a second stack on the cluster is refused and its destroy deletes nothing", func(t *testing.T) { checkSecondStackRefused(t, ctx, env) })
 	t.Run("drift shows in the preview and up puts it back", func(t *testing.T) { checkDrift(t, ctx, env) })
+	t.Run("a cluster's own rewrite of tenant pods is found before tenants", func(t *testing.T) { checkHostRewritesFound(t, ctx, env) })
 
 	destroy := func(t *testing.T) {
 		deleteProbes(t, ctx)

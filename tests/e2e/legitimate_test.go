@@ -165,18 +165,18 @@ func legitimateFor(class string) []legitimate {
 			_, err := as.CoreV1().Pods(ns).Create(ctx, p, dryRun)
 			return err
 		}},
-		{"a pod with a claim and a projected token", "vc:pods/translate/translator.go (resourceClaims renamed, token annotation)",
+		{"a pod with a claim and a projected token", "vc:pkg/controllers/resources/pods/translate/translator.go (resourceClaims renamed, token annotation)",
 			createPodAs(func(p *corev1.Pod, _ string) {
 				p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("v0a1b2c3d4e5f6")}}
 				p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
 			})},
-		{"a Job's pod that requests more memory than the default limit and sets none", "k8s:plugin/pkg/admission/limitranger",
+		{"a Job's pod that requests more memory than the default limit and sets none", "vc:pkg/controllers/resources/pods/translate/translator.go (resources copied as written); k8s:plugin/pkg/admission/limitranger",
 			createPodAs(func(p *corev1.Pod, _ string) {
 				p.Labels["batch.kubernetes.io/job-name"] = "train"
 				p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU: resourceQuantity("2"), corev1.ResourceMemory: resourceQuantity("16Gi")}}
 			})},
-		{"a DaemonSet's pod with the tolerations the DaemonSet controller adds", "k8s:pkg/controller/daemon/util/daemonset_util.go",
+		{"a DaemonSet's pod with the tolerations the DaemonSet controller adds", "vc:pkg/controllers/resources/pods/translate/translator.go (tolerations and owner-set-kind annotation); k8s:pkg/controller/daemon/util/daemonset_util.go",
 			createPodAs(func(p *corev1.Pod, _ string) {
 				p.Annotations["vcluster.loft.sh/owner-set-kind"] = "DaemonSet"
 				p.Spec.Tolerations = []corev1.Toleration{gpuToleration}
@@ -209,7 +209,7 @@ func legitimateFor(class string) []legitimate {
 					p.Spec.PriorityClassName, p.Spec.PreemptionPolicy = class, ptr.To(corev1.PreemptNever)
 				})(ctx, as, tenant, ns)
 			}},
-		{"same-namespace affinity and topology spread", "vc:pods/translate/translator.go translatePodAffinityTerm",
+		{"same-namespace affinity and topology spread", "vc:pkg/controllers/resources/pods/translate/translator.go translatePodAffinityTerm",
 			createPodAs(func(p *corev1.Pod, tenant string) {
 				sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web", "vcluster.loft.sh/namespace": "default",
 					tenancy.VClusterManagedByLabel: tenant}}
@@ -218,7 +218,7 @@ func legitimateFor(class string) []legitimate {
 				p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "kubernetes.io/hostname",
 					WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: sel}}
 			})},
-		{"a pod whose image is pulled every time", "a Deployment's pod", createPodAs(func(p *corev1.Pod, _ string) {
+		{"a pod whose image is pulled every time", "vc:pkg/controllers/resources/pods/translate/translator.go (containers copied as written)", createPodAs(func(p *corev1.Pod, _ string) {
 			p.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
 		})},
 		{"the StatefulSet pod's hosts rewrite init container", "vc:pkg/controllers/resources/pods/translate/hosts.go",
@@ -274,7 +274,13 @@ func legitimateFor(class string) []legitimate {
 					Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.20.30.40"}}},
 					Ports:     []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To(int32(5432))}}}
 				slice.Labels = map[string]string{discoveryv1.LabelServiceName: meta.Name, tenancy.VClusterManagedByLabel: tenant}
-				_, err := as.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, dryRun)
+				if _, err := as.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, dryRun); err != nil {
+					return err
+				}
+				// Before any endpoint is ready the slice has none, and its endpoints and ports are written as null.
+				empty := slice.DeepCopy()
+				empty.Endpoints, empty.Ports = nil, nil
+				_, err := as.DiscoveryV1().EndpointSlices(ns).Create(ctx, empty, dryRun)
 				return err
 			}},
 		{"the virtual cluster's root CA and a referenced ConfigMap", "vc:pkg/mappings/resources/configmaps.go",
@@ -357,16 +363,23 @@ func checkLegitimateWorkloads(t *testing.T, ctx context.Context) {
 
 // checkNoFailedCreate: no controller was refused creating a pod in a tenant namespace (the vCluster control plane's
 // StatefulSet above all), but while the namespace's service account did not exist yet, which the StatefulSet
-// controller retries.
+// controller retries; and no guard refused the EndpointSlice controller the slices of the tenant's Services.
 func checkNoFailedCreate(t *testing.T, ctx context.Context) {
 	for tenant := range tenantLevels {
 		events, err := client.CoreV1().Events(naming.Namespace(tenant)).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
 		require.NoError(t, err)
 		for _, e := range events.Items {
-			if strings.Contains(e.Message, "serviceaccount") {
+			if strings.Contains(e.Message, "error looking up service account") {
 				continue
 			}
 			assert.Fail(t, "FailedCreate", "%s %s/%s: %s", tenant, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
+		}
+		events, err = client.CoreV1().Events(naming.Namespace(tenant)).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedToUpdateEndpointSlices"})
+		require.NoError(t, err)
+		for _, e := range events.Items {
+			if strings.Contains(e.Message, "ValidatingAdmissionPolicy") {
+				assert.Fail(t, "FailedToUpdateEndpointSlices", "%s %s/%s: %s", tenant, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
+			}
 		}
 	}
 }

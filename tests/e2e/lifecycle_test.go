@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -84,6 +86,35 @@ func checkDrift(t *testing.T, ctx context.Context, env *stackEnv) {
 	require.NoError(t, err)
 	require.NotNil(t, policy.Spec.FailurePolicy)
 	assert.Equal(t, admissionv1.Fail, *policy.Spec.FailurePolicy, "up puts the edited field back")
+	requireNoChanges(t, ctx, env.open(ctx, nil))
+}
+
+// checkHostRewritesFound: on the real API server, a cluster default PriorityClass, which the Priority admission
+// plugin puts on every pod before the guards see it, is found by the next preview, which names the keys that admit
+// it; admitted by one of them, the preview runs; the class gone, nothing is left to change.
+func checkHostRewritesFound(t *testing.T, ctx context.Context, env *stackEnv) {
+	classes := client.SchedulingV1().PriorityClasses()
+	const everyone = "everyone-high"
+	_, err := classes.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: everyone}, Value: 1000,
+		GlobalDefault: true}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = classes.Delete(context.Background(), everyone, metav1.DeleteOptions{}) })
+
+	_, err = env.open(ctx, nil).Preview(ctx)
+	require.Error(t, err, "a cluster that gives every pod priority 1000 would refuse every tenant pod")
+	for _, want := range []string{`priority 1000 (PriorityClass "everyone-high"`, platform.ConfigNamespace + ":admission.priorityClasses",
+		platform.ConfigNamespace + ":admission.maxTenantPriority"} {
+		assert.ErrorContains(t, err, want)
+	}
+
+	saved := env.config
+	env.config = maps.Clone(saved)
+	env.config[platform.ConfigNamespace+":admission"] = `{"priorityClasses": ["` + everyone + `"]}`
+	_, err = env.open(ctx, nil).Preview(ctx)
+	env.config = saved
+	assert.NoError(t, err, "admitted by admission.priorityClasses")
+
+	require.NoError(t, classes.Delete(ctx, everyone, metav1.DeleteOptions{}))
 	requireNoChanges(t, ctx, env.open(ctx, nil))
 }
 

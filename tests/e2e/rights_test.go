@@ -252,6 +252,8 @@ var platformSources = []struct {
 	{"", "pods/status", "the `PodScheduled` condition", true},
 	{"", "events", "Events (`FailedResourceClaimCreation`)", true},
 	{"", "secrets", "the vCluster config Secret", true},
+	{"", "secrets", "the vCluster's exported kubeconfig Secret", true},
+	{"resource.k8s.io", "resourceclaims/status", "ResourceClaims: `status.allocation`", true},
 	{"apps", "statefulsets", "the StatefulSet `<t>`", true},
 }
 

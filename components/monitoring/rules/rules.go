@@ -192,7 +192,7 @@ func Rules(p Params) []Rule {
 			Severity:    Critical,
 			Summary:     "The DRA kubelet plugin on {{ $labels.node }} fails to prepare devices ({{ $labels.error_type }})",
 			Description: "The NVIDIA DRA kubelet plugin on node {{ $labels.node }} (driver {{ $labels.driver }}) reported {{ $labels.error_type }} errors preparing devices in the last 10m: pods with claims on that node cannot start.",
-			Runbook:     "Read the kubelet plugin's log on the node (`kubectl logs -n <driver namespace> -l " + KubeletPluginComponentLabel + "=" + KubeletPluginComponent + " --all-containers` on that node) and the affected pods' events; cordon the node if the GPU driver is broken.",
+			Runbook:     "Read the kubelet plugin's log on the node (`kubectl logs -n <driver namespace> -l " + KubeletPluginComponentLabel + "=" + KubeletPluginComponent + " --all-containers` on that node) and the affected pods' events; if the GPU driver is broken, taint the node `gpu-tenancy.io/maintenance:NoSchedule` (a cordon does not keep tenant DaemonSet pods off it: docs/threat-model.md, Node placement).",
 			Metrics:     []string{"nvidia_dra_node_prepare_errors_total"},
 		},
 		{

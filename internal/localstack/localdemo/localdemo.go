@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
@@ -333,6 +334,9 @@ func (d *demo) tenants() ([]platform.TenantArgs, error) {
 	return tenants, nil
 }
 
+// controlPlanePodWait bounds the wait for a tenant's control-plane pod before the demo says there is none.
+const controlPlanePodWait = 30 * time.Second
+
 // showControlPlanes prints, for each tenant, its vCluster control plane's pod as the StatefulSet controller created it,
 // and every create a controller was refused in the tenant's namespace (FailedCreate events; none is expected but while
 // the namespace's service account is not there yet, which the controller retries).
@@ -343,7 +347,14 @@ func (d *demo) showControlPlanes(ctx context.Context, cs kubernetes.Interface, t
 	for _, t := range tenants {
 		ns := naming.Namespace(t.Name)
 		pod := t.Name + "-0"
-		if _, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{}); err != nil {
+		// The StatefulSet controller creates the pod a moment after the up that made the StatefulSet.
+		var err error
+		for deadline := time.Now().Add(controlPlanePodWait); ; time.Sleep(time.Second) {
+			if _, err = cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{}); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
 			pod = "(none: " + err.Error() + ")"
 		}
 		events, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
@@ -353,7 +364,7 @@ func (d *demo) showControlPlanes(ctx context.Context, cs kubernetes.Interface, t
 		refused := "none"
 		var msgs []string
 		for _, e := range events.Items {
-			if !strings.Contains(e.Message, "serviceaccount") {
+			if !strings.Contains(e.Message, "error looking up service account") {
 				msgs = append(msgs, e.Message)
 			}
 		}
