@@ -20,9 +20,11 @@ type fakeCluster struct {
 	// lists are the items of a collection path, as the metadata client lists them.
 	lists  map[string][]map[string]any
 	mutate func(pod map[string]any)
-	// refuse answers a dry-run pod with this Forbidden message; refuseFirst, when set, only the first that many.
+	// refuse answers a dry-run pod with this Forbidden message; refuseFirst, when set, only the first that many;
+	// refuseIn, when set, only in that namespace.
 	refuse      string
 	refuseFirst int
+	refuseIn    string
 	refused     int
 	server      *httptest.Server
 }
@@ -63,7 +65,8 @@ func (f *fakeCluster) serve(w http.ResponseWriter, r *http.Request) {
 	defer f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/pods") {
-		if f.refuse != "" && (f.refuseFirst == 0 || f.refused < f.refuseFirst) {
+		if f.refuse != "" && (f.refuseFirst == 0 || f.refused < f.refuseFirst) &&
+			(f.refuseIn == "" || strings.HasPrefix(r.URL.Path, "/api/v1/namespaces/"+f.refuseIn+"/")) {
 			f.refused++
 			w.WriteHeader(http.StatusForbidden)
 			_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure",

@@ -2,7 +2,10 @@ package platform
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 )
 
@@ -62,36 +66,26 @@ func probePod(namespace string, tolerations []string) *corev1.Pod {
 // of the stack's tenant namespaces when one exists, where the cluster treats it as a tenant's, else default) and
 // compares what comes back with the platform's admission settings, naming the key that admits each rewrite.
 func (l *liveCluster) hostRewrites(ctx context.Context, c *PlatformArgs, namespace string) error {
-	admission := c.Admission.WithDefaults()
 	var taints []string
 	for _, t := range c.GPUPools() {
 		if t.Taint.Key != "" && !slices.Contains(taints, t.Taint.Key) {
 			taints = append(taints, t.Taint.Key)
 		}
 	}
-	sent := probePod(namespace, taints)
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sent)
-	if err != nil {
-		return err
-	}
-	var created *unstructured.Unstructured
-	// A namespace's default service account appears a moment after the namespace (the controller-manager's
-	// serviceaccount controller), and until then the ServiceAccount admission plugin refuses every pod in it
-	// (kubernetes v1.34.4 plugin/pkg/admission/serviceaccount/admission.go): wait for it, on a cluster just started.
-	for deadline := time.Now().Add(serviceAccountWait); ; time.Sleep(time.Second) {
-		created, err = l.dyn.Resource(podsResource).Namespace(namespace).Create(ctx, &unstructured.Unstructured{Object: raw},
-			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil || !strings.Contains(err.Error(), "error looking up service account") || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil && namespace != "default" && (strings.Contains(err.Error(), "exceeded quota") || refusedByTheGuards(err)) {
-		// A tenant that holds its whole pod quota says nothing about the cluster's rewrites; and the platform's own
-		// guards judge the probe by the config in force, not by the one this run applies, so what the cluster
-		// rewrites is read outside them.
-		return l.hostRewrites(ctx, c, "default")
-	}
 	path := c.Keys.Path(keyAdmission)
+	got, err := l.probe(ctx, namespace, taints)
+	if err != nil && namespace != "default" && (strings.Contains(err.Error(), "exceeded quota") || refusedByTheGuards(err)) {
+		// A tenant that holds its whole pod quota says nothing about the cluster's rewrites, and the platform's own
+		// guards judge the probe by the config in force, not by the one this run applies: read what the cluster does
+		// outside the tenants' namespaces. If it changes nothing there, a guard refused what the cluster does in tenant
+		// namespaces only (a webhook that selects them), which no key here admits.
+		inDefault, errDefault := l.probe(ctx, "default", taints)
+		if errDefault == nil && refusedByTheGuards(err) && len(rewrites(inDefault, taints, tenancy.AdmissionArgs{}.WithDefaults(), path)) == 0 {
+			return fmt.Errorf("a tenant pod is refused on this cluster (a server-side dry run of a plain pod in namespace %s, "+
+				"while the same pod in default is left as sent): %w; something changes pods in tenant namespaces only", namespace, err)
+		}
+		namespace, got, err = "default", inDefault, errDefault
+	}
 	if err != nil {
 		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
 			return fmt.Errorf("a tenant pod is refused on this cluster (a server-side dry run of a plain pod in namespace %s): %w; "+
@@ -99,10 +93,50 @@ func (l *liveCluster) hostRewrites(ctx context.Context, c *PlatformArgs, namespa
 		}
 		return fmt.Errorf("finding out what the cluster does to a tenant pod (a server-side dry run in namespace %s): %w", namespace, err)
 	}
+	problems := rewrites(got, taints, c.Admission.WithDefaults(), path)
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the cluster rewrites tenant pods so that the guards would refuse every one, the vCluster control planes "+
+		"included (found by a server-side dry run of a plain pod in namespace %s):\n  - %s", namespace, strings.Join(problems, "\n  - "))
+}
+
+// probe dry-runs the probe pod in namespace and returns the pod as the cluster would store it.
+func (l *liveCluster) probe(ctx context.Context, namespace string, tolerations []string) (*corev1.Pod, error) {
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(probePod(namespace, tolerations))
+	if err != nil {
+		return nil, err
+	}
+	var created *unstructured.Unstructured
+	// A namespace's default service account appears a moment after the namespace (the controller-manager's
+	// serviceaccount controller), and until then the ServiceAccount admission plugin refuses every pod in it
+	// (kubernetes v1.34.4 plugin/pkg/admission/serviceaccount/admission.go): wait for it, on a cluster just started.
+	deadline := time.Now().Add(serviceAccountWait)
+	for {
+		created, err = l.dyn.Resource(podsResource).Namespace(namespace).Create(ctx, &unstructured.Unstructured{Object: raw},
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil || !strings.Contains(err.Error(), "error looking up service account") || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
 	var got corev1.Pod
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(created.Object, &got); err != nil {
-		return err
+		return nil, err
 	}
+	return &got, nil
+}
+
+// rewrites are what the cluster did to the probe pod (sent with tolerations of taints) that the guards would refuse
+// under admission, each naming the key below path that admits it.
+func rewrites(got *corev1.Pod, taints []string, admission tenancy.AdmissionArgs, path *field.Path) []string {
 	var problems []string
 	if s := got.Spec.SchedulerName; s != "" && s != tenancy.DefaultScheduler && !slices.Contains(admission.Schedulers, s) {
 		problems = append(problems, fmt.Sprintf("it sets every pod's scheduler to %s (a mutating webhook, such as the one of GKE's "+
@@ -139,11 +173,7 @@ func (l *liveCluster) hostRewrites(ctx context.Context, c *PlatformArgs, namespa
 			}
 		}
 	}
-	if len(problems) == 0 {
-		return nil
-	}
-	return fmt.Errorf("the cluster rewrites tenant pods so that the guards would refuse every one, the vCluster control planes "+
-		"included (found by a server-side dry run of a plain pod in namespace %s):\n  - %s", namespace, strings.Join(problems, "\n  - "))
+	return problems
 }
 
 // refusedByTheGuards reports whether one of the platform's own admission policies refused the probe.
@@ -172,23 +202,54 @@ func (l *liveCluster) probeNamespace(ctx context.Context, tenants []TenantArgs) 
 // probeBuiltCluster runs hostRewrites on a cloud cluster this stack builds, once its kubeconfig is known (on the up
 // that creates it, or at the preview of one that exists), and resolves only when the probe passes: every tenant object
 // depends on it, so on a cluster that rewrites tenant pods the run fails after the cluster and the platform's own
-// objects and before any tenant's. A kubeconfig that reaches no cluster (the offline plans', a machine without the
-// cloud's credentials plugin) is a warning, as in checkLive: the kubernetes provider cannot create anything there
-// either.
+// objects and before any tenant's. A cluster just created may not answer yet (its address not yet resolvable, its API
+// not up): an up waits for it rather than create tenants unprobed, and fails if it never answers. A kubeconfig that
+// reaches no cluster for another reason (the offline plans' placeholders, a machine without the cloud's credentials
+// plugin, on which the kubernetes provider cannot create anything either) and any failure to reach it at preview are
+// warnings.
 func (c *PlatformArgs) probeBuiltCluster(ctx *pulumi.Context, kubeconfig pulumi.StringOutput, tenants []TenantArgs,
 	warn func(string)) pulumi.ResourceArrayOutput {
+	dryRun := ctx.DryRun()
 	return kubeconfig.ApplyTWithContext(ctx.Context(), func(goctx context.Context, kc string) ([]pulumi.Resource, error) {
 		l, err := connect(kc)
 		if err == nil {
-			_, err = l.identity(goctx)
-		}
-		if err != nil {
-			if !isUnreachable(err) {
-				return nil, err
+			deadline := time.Now().Add(reachWait)
+			for {
+				if _, err = l.identity(goctx); err == nil || dryRun || !isNetworkError(err) || time.Now().After(deadline) {
+					break
+				}
+				select {
+				case <-goctx.Done():
+					return nil, goctx.Err()
+				case <-time.After(5 * time.Second):
+				}
 			}
+		}
+		switch {
+		case err != nil && !isUnreachable(err):
+			return nil, err
+		case err != nil && !dryRun && isNetworkError(err):
+			return nil, fmt.Errorf("the new cluster did not answer within %s, so what it does to tenant pods is not known: "+
+				"no tenant is created; run the up again once it answers: %w", reachWait, err)
+		case err != nil:
 			warn(fmt.Sprintf("not checking what the cluster does to tenant pods: %v", err))
 			return nil, nil
 		}
+		if w := l.cachedImageExposure(goctx); w != "" {
+			warn(w)
+		}
 		return nil, l.hostRewrites(goctx, c, l.probeNamespace(goctx, tenants))
 	}).(pulumi.ResourceArrayOutput)
+}
+
+// reachWait bounds how long an up waits for a new cluster's API to answer before it probes it.
+const reachWait = 5 * time.Minute
+
+// isNetworkError reports an error of the network between here and the cluster (no route, a refused connection, a
+// name that does not resolve yet, a timeout), which time may mend, unlike a kubeconfig or credentials that are wrong.
+func isNetworkError(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	var u *url.Error
+	return errors.As(err, &op) || errors.As(err, &dns) || (errors.As(err, &u) && u.Timeout())
 }

@@ -233,11 +233,12 @@ var nodesResource = schema.GroupVersionResource{Version: "v1", Resource: "nodes"
 // cachedImageExposure is the warning for an existing cluster with nodes whose kubelets run a cached private image for
 // a pod without the credentials that pulled it: image-pull credential verification (KEP-2535,
 // KubeletEnsureSecretPulledImages) is on by default from Kubernetes 1.35 only (docs/threat-model.md, "Shared nodes").
-// A cluster whose nodes the stack cannot list says nothing.
+// Nodes the stack cannot list are said too: the exposure is then not known.
 func (l *liveCluster) cachedImageExposure(ctx context.Context) string {
 	nodes, err := l.dyn.Resource(nodesResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return ""
+		return fmt.Sprintf("not checking the nodes' kubelet versions for cached private images (docs/threat-model.md, \"Shared "+
+			"nodes\"): %v", err)
 	}
 	var old []string
 	for _, n := range nodes.Items {

@@ -248,8 +248,41 @@ func TestHostRewritesOfTenantPodsAreFoundFirst(t *testing.T) {
 	})
 }
 
-// Every group stack's provider carries the cluster's identity (kube-system's UID), so a new address or CA in the
-// kubeconfig updates it instead of replacing every tenant object.
+// The platform's own guards judge a probe in a tenant namespace by the config in force, so a refusal by one of them is
+// read again in default: a rewrite seen there is judged by the config this run applies, and none seen there means
+// something rewrites pods in tenant namespaces only, which stays refused.
+func TestAProbeRefusedByTheGuardsInATenantNamespaceIsReadInDefault(t *testing.T) {
+	const ns = "vcluster-legal-ai"
+	refusal := `pods "gpu-tenancy-host-probe" is forbidden: ValidatingAdmissionPolicy '` + tenancy.PodPlacementPolicy +
+		`' with binding '` + tenancy.PodPlacementPolicy + `' denied request: tenant legal-ai: pod gpu-tenancy-host-probe names scheduler x`
+	for name, c := range map[string]struct {
+		rewritesDefault bool
+		admission       tenancy.AdmissionArgs
+		want            string
+	}{
+		"a rewrite everywhere, admitted by the config this run applies": {true, tenancy.AdmissionArgs{Schedulers: []string{"x"}}, ""},
+		"a rewrite everywhere, not admitted":                            {true, tenancy.AdmissionArgs{}, "scheduler to x"},
+		"a rewrite in tenant namespaces only": {false, tenancy.AdmissionArgs{Schedulers: []string{"x"}},
+			"something changes pods in tenant namespaces only"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			f.refuse, f.refuseIn = refusal, ns
+			if c.rewritesDefault {
+				f.mutate = func(pod map[string]any) { pod["spec"].(map[string]any)["schedulerName"] = "x" }
+			}
+			l, err := connect(f.kubeconfig())
+			require.NoError(t, err)
+			err = l.hostRewrites(t.Context(), &PlatformArgs{Admission: c.admission}, ns)
+			if c.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, c.want)
+		})
+	}
+}
+
 // A stack that builds its cloud cluster and its tenants in one probes the cluster once the kubeconfig is known, and
 // no tenant object is registered until the probe passes.
 func TestACloudClusterThisStackBuildsIsProbedBeforeAnyTenant(t *testing.T) {
@@ -285,6 +318,8 @@ func TestACloudClusterThisStackBuildsIsProbedBeforeAnyTenant(t *testing.T) {
 	assert.NotEmpty(t, tenantNamespaces(rec), "admitted by admission.schedulers")
 }
 
+// Every group stack's provider carries the cluster's identity (kube-system's UID), so a new address or CA in the
+// kubeconfig updates it instead of replacing every tenant object.
 func TestAGroupsProviderCarriesTheClusterIdentity(t *testing.T) {
 	f := newFakeCluster(t)
 	f.platformGuards(nil)
@@ -339,8 +374,9 @@ func TestKubeletsOlderThan135AreSaid(t *testing.T) {
 	}{
 		"a 1.34 node among 1.35 ones": {[]map[string]any{node("gpu-a", "v1.35.0"), node("gpu-b", "v1.34.2-gke.1100")},
 			"gpu-b (v1.34.2-gke.1100)"},
-		"every node on 1.35": {[]map[string]any{node("gpu-a", "v1.35.0"), node("gpu-b", "v1.36.1")}, ""},
-		"no nodes":           {nil, ""},
+		"every node on 1.35":        {[]map[string]any{node("gpu-a", "v1.35.0"), node("gpu-b", "v1.36.1")}, ""},
+		"no nodes":                  {nil, ""},
+		"nodes that cannot be read": {nil, "not checking the nodes' kubelet versions"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeCluster(t)
@@ -349,13 +385,15 @@ func TestKubeletsOlderThan135AreSaid(t *testing.T) {
 			}
 			l, err := connect(f.kubeconfig())
 			require.NoError(t, err)
+			if strings.Contains(c.want, "not checking") {
+				f.server.Close()
+			}
 			got := l.cachedImageExposure(t.Context())
 			if c.want == "" {
 				assert.Empty(t, got)
 				return
 			}
 			assert.Contains(t, got, c.want)
-			assert.Contains(t, got, "KubeletEnsureSecretPulledImages")
 			assert.NotContains(t, got, "gpu-a", "a 1.35 node is not named")
 		})
 	}

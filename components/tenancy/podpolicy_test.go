@@ -398,7 +398,7 @@ func TestEndpointsProgrammedOnEveryNodeAreBounded(t *testing.T) {
 		wantDenied []string
 	}{
 		{"a Service's slice as the controller writes it", slice(100, 3), sliceGVK, sliceGVR, controller, nil},
-		{"the controller's slice of a Service with no ready pod (endpoints and ports null)", slice(0, 0), sliceGVK, sliceGVR, controller, nil},
+		{"the controller's placeholder slice of a Service that selects no pod (endpoints and ports null)", slice(0, 0), sliceGVK, sliceGVR, controller, nil},
 		{"a selector-less Service's slice as vCluster copies it", slice(2, 1), sliceGVK, sliceGVR, "", nil},
 		{"a slice of too many endpoints", slice(101, 1), sliceGVK, sliceGVR, "",
 			[]string{"EndpointSlice web-abc has 101 endpoints and 1 ports; at most 100 and 10"}},

@@ -58,9 +58,10 @@ var endpointsPolicy = admissionPolicy{
 	variables: []celNamed{
 		{"tenant", celTenant},
 		{"slice", `request.resource.resource == 'endpointslices'`},
-		// An EndpointSlice's endpoints and ports are written out even when empty (k8s.io/api v0.34.4 discovery/v1
-		// types.go: no omitempty), so the EndpointSlice controller's slice of a Service with no ready pod carries
-		// `endpoints: null`, which size() does not take.
+		// An EndpointSlice's endpoints and ports are kept even when empty (k8s.io/api v0.34.4 discovery/v1 types.go:
+		// no omitempty), and an empty list arrives as null (protobuf tells no empty list from none): the EndpointSlice
+		// controller's placeholder slice of a Service whose selector matches no pod carries `endpoints: null`, which
+		// size() does not take.
 		{"endpoints", `variables.slice ? (object.?endpoints.orValue(null) == null ? 0 : size(object.endpoints)) :
 	object.?subsets.orValue([]).map(s, size(s.?addresses.orValue([])) + size(s.?notReadyAddresses.orValue([]))).sum()`},
 		{"ports", `variables.slice ? (object.?ports.orValue(null) == null ? 0 : size(object.ports)) :

@@ -128,7 +128,8 @@ func TestVClusterReadsTheSettingsAsTheProgramMeansThem(t *testing.T) {
 		a.Platform = &PlatformConnection{Host: "platform.example.com", Project: DefaultProject}
 		a.KubeconfigServer = "https://team-a.vc.example.com"
 	})
-	cfg := effectiveConfig(t, args.Tenant, releasedValues(t, args))
+	values := releasedValues(t, args)
+	cfg := effectiveConfig(t, args.Tenant, values)
 	for path, want := range map[string]any{
 		"policies.podSecurityStandard":        "restricted",
 		"platform.apiKey.secretName":          APIKeySecretName,
@@ -139,10 +140,16 @@ func TestVClusterReadsTheSettingsAsTheProgramMeansThem(t *testing.T) {
 		assert.True(t, ok, "%s is not in vCluster's config", path)
 		assert.Equal(t, want, got, path)
 	}
-	// vCluster's default is true (a host Service per node the tenant's pods use, against the Service quota); false is
-	// left out of the config vCluster prints.
-	byIP, _ := lookup(cfg, "networking.advanced.proxyKubelets.byIP")
-	assert.NotEqual(t, true, byIP, "networking.advanced.proxyKubelets.byIP")
+	// vCluster's default is true (a host Service per node the tenant's pods use, against the Service quota): the values
+	// say false, vCluster reads it so (it leaves false out of the config it prints), and without the value it reads true.
+	const byIP = "networking.advanced.proxyKubelets.byIP"
+	sent, ok := lookup(values, byIP)
+	assert.True(t, ok && sent == false, "%s is false in the values: %v", byIP, sent)
+	read, _ := lookup(cfg, byIP)
+	assert.NotEqual(t, true, read, byIP)
+	delete(values["networking"].(map[string]any)["advanced"].(map[string]any)["proxyKubelets"].(map[string]any), "byIP")
+	unset, _ := lookup(effectiveConfig(t, args.Tenant, values), byIP)
+	assert.Equal(t, true, unset, "%s without the value: vCluster's default", byIP)
 	namespace, _ := lookup(cfg, "platform.apiKey.namespace")
 	assert.Empty(t, namespace, "the key is read from the vCluster's own namespace")
 }

@@ -141,7 +141,7 @@ func legitimateFor(class string) []legitimate {
 				_, err = as.CoreV1().Pods(ns).Create(ctx, p, dryRun)
 				return err
 			}},
-		{"CoreDNS", "vc:pkg/coredns/template.go, pods/translate/translator.go", func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {
+		{"CoreDNS", "vc:pkg/coredns/template.go, pkg/controllers/resources/pods/translate/translator.go", func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {
 			p := syncedPod(tenant, ns, "kube-system", "coredns-6d4b75cb6d-abcde", false)
 			p.Labels["k8s-app"] = "vcluster-kube-dns"
 			p.Annotations["vcluster.loft.sh/owner-set-kind"] = "ReplicaSet"
@@ -277,7 +277,7 @@ func legitimateFor(class string) []legitimate {
 				if _, err := as.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, dryRun); err != nil {
 					return err
 				}
-				// Before any endpoint is ready the slice has none, and its endpoints and ports are written as null.
+				// While the Service selects no pod its slice is a placeholder whose endpoints and ports arrive as null.
 				empty := slice.DeepCopy()
 				empty.Endpoints, empty.Ports = nil, nil
 				_, err := as.DiscoveryV1().EndpointSlices(ns).Create(ctx, empty, dryRun)
