@@ -51,12 +51,15 @@ const probesFlowSchema = "probes"
 // only once they run out, and with workload-low's 100 shares the level held about 170 of a default API server's 600
 // seats (--max-requests-inflight 400 + --max-mutating-requests-inflight 200, shared by the levels' nominal shares:
 // bootstrap 245 in all, kube-apiserver v1.34 pkg/apis/flowcontrol/bootstrap/default.go), far more than one tenant's
-// burst, so a burst took the API server's CPU instead of queuing (README, "API fairness"). 5 shares hold about 12 of
-// 600 seats: enough for every tenant's syncers at their steady state (watches hold no seat once started; writes take
-// milliseconds), while a burst of one tenant waits in its own queues and the others' requests go first. It lends half
-// of what it does not use and borrows nothing, so a flood stays inside it; 64 queues, each flow dealt 4 (shuffle
-// sharding), 50 requests each, past which a flood is answered 429.
-var tenantsLevel = struct{ shares, lendable, borrowing, queues, handSize, queueLength int }{5, 50, 0, 64, 4, 50}
+// burst, so a burst took the API server's CPU instead of queuing (README, "API fairness"). The seats a level holds
+// bound how much CPU a burst in it can take: measured on 2 cores under one tenant's flood, 5 shares (about 12 seats)
+// left the other tenant 4.6 times slower and the DRA driver, at workload-high, 3.5 times; 2 shares (about 5 seats)
+// 3.0 and 2.0 times, and 1 share no better for the other tenant (README). 2 shares, about 5 of 600 seats, are enough
+// for every tenant's syncers at their steady state (watches hold no seat once started; writes take milliseconds), while
+// a burst of one tenant waits in its own queues. It lends half of what it does not use and borrows nothing, so a flood
+// stays inside it; 64 queues, each flow dealt 4 (shuffle sharding), 50 requests each, past which a flood is answered
+// 429.
+var tenantsLevel = struct{ shares, lendable, borrowing, queues, handSize, queueLength int }{2, 50, 0, 64, 4, 50}
 
 // everyRequestOf matches every request of the subjects.
 func everyRequestOf(subjects flowcontrolv1.SubjectArray) flowcontrolv1.PolicyRulesWithSubjectsArrayInput {
