@@ -230,7 +230,7 @@ func (l *liveCluster) checkGuards(ctx context.Context, c *PlatformArgs, platform
 
 var nodesResource = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 
-// cachedImageExposure is the warning for an existing cluster with nodes whose kubelets run a cached private image for
+// cachedImageExposure is the warning for a cluster with nodes whose kubelets run a cached private image for
 // a pod without the credentials that pulled it: image-pull credential verification (KEP-2535,
 // KubeletEnsureSecretPulledImages) is on by default from Kubernetes 1.35 only (docs/threat-model.md, "Shared nodes").
 // Nodes the stack cannot list are said too: the exposure is then not known.

@@ -273,11 +273,8 @@ func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig
 		}
 		return "", err
 	}
-	// A cloud flavour's kubelet version is the config's, said by exposures.
-	if c.Cloud == cluster.Existing {
-		if w := l.cachedImageExposure(goctx); w != "" {
-			warn(w)
-		}
+	if w := l.cachedImageExposure(goctx); w != "" {
+		warn(w)
 	}
 	if c.TenantGroups > 0 {
 		env := st.stack
