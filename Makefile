@@ -21,11 +21,9 @@ lint:
 	scripts/actionlint.sh
 
 ## test: lint, build the local control-plane tools, then every test (unit, plan freshness, the provider's schema and
-## construct tests, end-to-end)
+## construct tests, end-to-end), the end-to-end shards side by side with the rest (scripts/test.sh)
 test: lint tools
-	@scripts/heartbeat.sh "go test ./... (the end-to-end package starts its own control plane and takes about 30 min)" \
-		go test $(GO_TEST_FLAGS) ./...
-	@cd provider && ../scripts/heartbeat.sh "go test in provider/" go test $(GO_TEST_FLAGS) ./...
+	@scripts/test.sh $(GO_TEST_FLAGS)
 
 ## unit: the fast tests only (no tools, no control plane)
 unit:

@@ -232,21 +232,21 @@ else
 	echo "build-tools: vCluster chart up to date"
 fi
 
-# --- kube-state-metrics and promql-eval (alert rules) ----------------------------------------
+# --- kube-state-metrics, vcluster-config and promql-eval --------------------------------------
 # kube-state-metrics at the release the monitoring component deploys, for the end-to-end alert test, and
-# promql-eval, which runs the alert rules through Prometheus's rule evaluator for the rule tests. Separate
-# modules: both require k8s.io modules newer than the product's v0.34. The version variables are the ones
-# kube-state-metrics' own Makefile sets (k8s.io/kube-state-metrics/v2@v2.20.0 Makefile).
+# vcluster-config, vCluster's own config loader (loft-sh/vcluster pkg/config) at the release the chart comes from, so
+# the unit tests validate the values the program renders as vCluster itself reads them. One module and one build, as
+# both require k8s.io v0.36, newer than the product's v0.34: the Kubernetes libraries compile once for the two. Its
+# github.com/loft-sh/api/v4 is unknown to the checksum database: go.sum is committed. The version variables are the
+# ones kube-state-metrics' own Makefile sets (k8s.io/kube-state-metrics/v2@v2.20.0 Makefile). promql-eval runs the
+# alert rules through Prometheus's rule evaluator for the rule tests; its own module, as Prometheus requires k8s.io
+# v0.37.
 KSM_VERSION=v2.20.0
-wanted kube-state-metrics && build kube-state-metrics "$MODS/kube-state-metrics" "$BIN" \
-	"-X github.com/prometheus/common/version.Version=$KSM_VERSION -X k8s.io/kube-state-metrics/v2/pkg/app.ClientGoVersion=$(required_version "$MODS/kube-state-metrics" k8s.io/client-go)" .
+K8S036=$MODS/k8s-0.36
+wanted k8s-0.36 && build k8s-0.36 "$K8S036" "$BIN" \
+	"-X github.com/prometheus/common/version.Version=$KSM_VERSION -X k8s.io/kube-state-metrics/v2/pkg/app.ClientGoVersion=$(required_version "$K8S036" k8s.io/client-go)" \
+	./kube-state-metrics ./vcluster-config
 wanted promql-eval && build promql-eval "$MODS/promql-eval" "$BIN" "" .
-
-# --- vcluster-config -------------------------------------------------------------------------
-# vCluster's own config loader (loft-sh/vcluster pkg/config), at the release the chart comes from, so the unit tests
-# validate the values the program renders as vCluster itself reads them. Its module requires k8s.io v0.36 and
-# github.com/loft-sh/api/v4, which the checksum database does not know: go.sum is committed.
-wanted vcluster-config && build vcluster-config "$MODS/vcluster-config" "$BIN" "" .
 
 if [[ $SET == demo ]]; then
 	echo "build-tools: done (the demo's tools): $BIN"

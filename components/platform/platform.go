@@ -460,13 +460,29 @@ func (c *PlatformArgs) exposures() []string {
 	case cluster.Scaleway:
 		version, key = c.Scaleway.WithDefaults().KubernetesVersion, "scaleway.kubernetesVersion"
 	}
+	var said []string
 	if version == "1.34" || strings.HasPrefix(version, "1.34.") {
-		return []string{fmt.Sprintf("%s is %s: its kubelets do not check image-pull credentials of cached images "+
+		said = append(said, fmt.Sprintf("%s is %s: its kubelets do not check image-pull credentials of cached images "+
 			"(KubeletEnsureSecretPulledImages is alpha and off before 1.35), so a tenant can run another tenant's private image "+
 			"cached on a node they share; use 1.35, or node pools of their own for tenants with private images "+
-			"(docs/threat-model.md, \"Shared nodes\")", c.Keys.Path(key), version)}
+			"(docs/threat-model.md, \"Shared nodes\")", c.Keys.Path(key), version))
 	}
-	return nil
+	if c.Cloud == cluster.Scaleway && c.Scaleway.WithDefaults().CNI == "calico" {
+		var open []string
+		for _, t := range c.Tenants {
+			if len(t.BlockedEgressCIDRs) == 0 {
+				open = append(open, t.Name)
+			}
+		}
+		if len(open) > 0 {
+			said = append(said, fmt.Sprintf("%s is calico, whose ipBlock 0.0.0.0/0 matches the nodes' own addresses, so the "+
+				"egress of tenants %s reach every node's kubelet ports, the read-only port (10255, every tenant's pods, "+
+				"unauthenticated) included wherever Kapsule serves it: list the private network's range in their "+
+				"blockedEgressCIDRs, or use cilium, whose ipBlock matches no node (docs/threat-model.md, \"Cloud identity and node services\")",
+				c.Keys.Path("scaleway").Child("cni"), strings.Join(open, ", ")))
+		}
+	}
+	return said
 }
 
 // newCluster creates the cluster of the args' flavour: a cloud cluster with the builder its package registered (there

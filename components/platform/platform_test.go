@@ -12,6 +12,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/gke"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/components/scaleway"
+	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
@@ -372,29 +373,43 @@ func TestARelativePathWithoutABaseIsRefused(t *testing.T) {
 }
 
 // What the config leaves open beyond any guard is said on every preview: a cloud cluster on 1.34 serves cached
-// private images to any tenant.
+// private images to any tenant, and Calico on Kapsule lets tenants without blocked ranges reach the nodes' kubelets.
 func TestTheExposuresOfTheConfigAreSaid(t *testing.T) {
+	tenant := func(name string, blocked ...string) TenantArgs {
+		return TenantArgs{TenantArgs: tenancy.TenantArgs{Name: name, BlockedEgressCIDRs: blocked}}
+	}
+	kapsule := func(cni string, tenants ...TenantArgs) PlatformArgs {
+		return PlatformArgs{Cloud: cluster.Scaleway, Scaleway: scaleway.ClusterArgs{CNI: cni}, Tenants: tenants}
+	}
 	for _, c := range []struct {
 		name string
 		args PlatformArgs
-		want string
+		want []string
 	}{
-		{"GKE on 1.34", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.34"}}, "gke.kubernetesVersion is 1.34"},
+		{"GKE on 1.34", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.34"}},
+			[]string{"gke.kubernetesVersion is 1.34", "private image"}},
 		{"Kapsule on a 1.34 patch", PlatformArgs{Cloud: cluster.Scaleway, Scaleway: scaleway.ClusterArgs{KubernetesVersion: "1.34.2"}},
-			"scaleway.kubernetesVersion is 1.34.2"},
-		{"GKE's default version", PlatformArgs{Cloud: cluster.GKE}, ""},
-		{"GKE on 1.35", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.35"}}, ""},
-		{"an existing cluster, whose kubelets the program does not configure", PlatformArgs{Cloud: cluster.Existing}, ""},
+			[]string{"scaleway.kubernetesVersion is 1.34.2", "private image"}},
+		{"GKE's default version", PlatformArgs{Cloud: cluster.GKE}, nil},
+		{"GKE on 1.35", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.35"}}, nil},
+		{"an existing cluster, whose kubelets the program does not configure", PlatformArgs{Cloud: cluster.Existing}, nil},
+		{"Kapsule on calico names the tenants that block no range",
+			kapsule("calico", tenant("team-a"), tenant("team-b", "172.16.0.0/22"), tenant("team-c")),
+			[]string{"scaleway.cni is calico", "tenants team-a, team-c reach", "10255", "blockedEgressCIDRs"}},
+		{"Kapsule on calico with every tenant blocking a range", kapsule("calico", tenant("team-a", "172.16.0.0/22")), nil},
+		{"Kapsule on cilium, whose ipBlock matches no node", kapsule("cilium", tenant("team-a")), nil},
+		{"Kapsule's default CNI, cilium", kapsule("", tenant("team-a")), nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := c.args.exposures()
-			if c.want == "" {
+			if c.want == nil {
 				assert.Empty(t, got)
 				return
 			}
 			require.Len(t, got, 1)
-			assert.Contains(t, got[0], c.want)
-			assert.Contains(t, got[0], "private image")
+			for _, w := range c.want {
+				assert.Contains(t, got[0], w)
+			}
 		})
 	}
 }

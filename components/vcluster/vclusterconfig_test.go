@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// vclusterConfigTool loads values with vCluster's own config code (scripts/tools/vcluster-config).
+// vclusterConfigTool loads values with vCluster's own config code (scripts/tools/k8s-0.36).
 const vclusterConfigTool = "vcluster-config"
 
 // effectiveConfig is what vCluster computes from values: the chart's defaults under them, decoded strictly,

@@ -3,13 +3,16 @@ package environment
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/toolbin"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -24,6 +27,28 @@ func projectDir(t *testing.T, backend, stackFile string) string {
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "stacks"), 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "stacks", "Pulumi.prod.yaml"), []byte(stackFile), 0o600))
 	return root
+}
+
+// localStackProject is a project like the repository's holding the local stack's file as environment prod's, with
+// tenantGroups set in it, and the backend line given (none when empty).
+func localStackProject(t *testing.T, backend, tenantGroups string) string {
+	t.Helper()
+	stackFile, err := os.ReadFile(filepath.Join("..", "..", "stacks", "Pulumi.local.yaml"))
+	require.NoError(t, err)
+	split := strings.Replace(string(stackFile), "\nconfig:\n", "\nconfig:\n  gpu-tenancy:tenantGroups: "+tenantGroups+"\n", 1)
+	require.NotEqual(t, string(stackFile), split)
+	return projectDir(t, backend, split)
+}
+
+// inlineOptions open environment prod of root with the CLI `make tools` built and program instead of the platform's,
+// which reads no cluster: the existing cluster's kubeconfig path only satisfies the stack file's rules.
+func inlineOptions(t *testing.T, root string, program pulumi.RunFunc) Options {
+	t.Helper()
+	return Options{RepoRoot: root, Stack: "prod", Tools: filepath.Dir(filepath.Dir(builtPulumi(t))), WorkDir: t.TempDir(),
+		Config: map[string]string{
+			platform.ConfigNamespace + ":existing": fmt.Sprintf(`{"kubeconfigPath": %q}`, filepath.Join(t.TempDir(), "kubeconfig")),
+		},
+		Program: program}
 }
 
 // builtPulumi is the pulumi CLI `make tools` built; -short skips the test without it, a full run fails.
@@ -118,4 +143,38 @@ func TestListNamesEveryStackOfAnEnvironmentAndTheGroupStacksLeftBeyondIt(t *test
 	assert.Equal(t, MatrixEntry{Environment: "prod", Stack: "prod.tenants-12", Part: "tenants-12", Cloud: "gke"}, back.Groups[10])
 	assert.Len(t, back.All, 12)
 	assert.True(t, back.HasGroups)
+}
+
+// An environment whose backend only the project's backend.url names keeps every stack's state there: each stack of
+// the environment, opened with no backend given and none in the environment, updates its state in the project's
+// state directory, and the environment lists them from it.
+func TestTheProjectsBackendSettingHoldsEveryStacksState(t *testing.T) {
+	t.Setenv(BackendEnv, "")
+	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "test")
+	// Split in the stack file, where the listing reads it.
+	root := localStackProject(t, "backend:\n  url: file://./state\n", "2")
+	ctx := context.Background()
+	o := inlineOptions(t, root, func(ctx *pulumi.Context) error {
+		ctx.Export("stack", pulumi.String(ctx.Stack()))
+		return nil
+	})
+	env, err := OpenEnvironment(ctx, o)
+	require.NoError(t, err)
+	want := []string{"prod", "prod.tenants-0", "prod.tenants-1"}
+	for _, s := range env.Stacks {
+		_, err := s.Up(ctx)
+		require.NoError(t, err)
+	}
+	for _, name := range want {
+		matches, err := filepath.Glob(filepath.Join(root, "state", ".pulumi", "stacks", "gpu-tenancy", name+".json*"))
+		require.NoError(t, err)
+		assert.NotEmpty(t, matches, "stack %s's state is in the project's state directory", name)
+	}
+	stacks, err := List(ctx, o)
+	require.NoError(t, err)
+	var names []string
+	for _, s := range stacks {
+		names = append(names, s.String())
+	}
+	assert.Equal(t, want, names)
 }

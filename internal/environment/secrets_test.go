@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
 // A secret config value (a kubeconfig with its credentials) reaches the stack whole, encrypted, and never on a pulumi
@@ -46,4 +47,35 @@ func TestASecretConfigValueNeverStandsOnTheCommandLine(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(args), "config set --stack local --secret --raw "+key, "set through the CLI")
 	assert.NotContains(t, string(args), "do-not-print-me")
+}
+
+// The platform stack's secrets must decrypt with the run's credentials before any stack of its environment runs: a
+// group whose run holds another passphrase would read the platform's kubeconfig as empty instead of failing. Reading
+// the platform's state to compare the providers decrypts it, and refuses, naming the variable to set.
+func TestAnEnvironmentWhosePlatformSecretsDoNotDecryptIsRefused(t *testing.T) {
+	t.Setenv(BackendEnv, "")
+	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "")
+	o := inlineOptions(t, localStackProject(t, "", "2"), func(ctx *pulumi.Context) error {
+		// The platform stack's one output, a secret as its kubeconfig is.
+		ctx.Export("kubeconfig", pulumi.ToSecret(pulumi.String("apiVersion: v1\nkind: Config\n")))
+		return nil
+	})
+	o.Backend = "file://" + t.TempDir()
+	ctx := context.Background()
+	open := func(passphrase string) (*Environment, error) {
+		o.Passphrase = passphrase
+		return OpenEnvironment(ctx, o)
+	}
+	env, err := open("the-platforms-passphrase")
+	require.NoError(t, err, "no state yet: nothing to decrypt")
+	require.Len(t, env.Stacks, 3)
+	_, err = env.Stacks[0].Up(ctx)
+	require.NoError(t, err)
+
+	_, err = open("another-passphrase")
+	require.ErrorContains(t, err, "stack prod: reading its state")
+	require.ErrorContains(t, err, "incorrect passphrase, please set PULUMI_CONFIG_PASSPHRASE")
+
+	_, err = open("the-platforms-passphrase")
+	require.NoError(t, err, "the passphrase the platform stack was created with")
 }

@@ -25,16 +25,29 @@ var (
 	client     kubernetes.Interface
 )
 
-// Ports apart from the demo's cluster (scripts/local-cluster.sh defaults), so both can run at once.
-var clusterEnv = []string{
-	"GT_ETCD_PORT=33790", "GT_ETCD_PEER_PORT=33800", "GT_APISERVER_PORT=36443",
-	"GT_KCM_PORT=30257", "GT_SCHEDULER_PORT=30259",
-}
+// Ports apart from the demo's cluster (scripts/local-cluster.sh defaults), so both can run at once; each shard adds
+// its index to every port.
+var clusterPorts = []struct {
+	env  string
+	port int
+}{{"GT_ETCD_PORT", 33790}, {"GT_ETCD_PEER_PORT", 33800}, {"GT_APISERVER_PORT", 36443}, {"GT_KCM_PORT", 30257},
+	{"GT_SCHEDULER_PORT", 30259}}
+
+// clusterEnv is the control plane's environment: its ports, the shard's own.
+var clusterEnv []string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if spec := os.Getenv(engineChildEnv); spec != "" {
 		os.Exit(runEngineChild(spec))
+	}
+	shard, err := selectShard(os.Getenv(shardEnv), ".")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for _, p := range clusterPorts {
+		clusterEnv = append(clusterEnv, fmt.Sprintf("%s=%d", p.env, p.port+shard))
 	}
 	os.Exit(run(m))
 }

@@ -1,6 +1,6 @@
 // Package ruletest runs the platform's alert rules through Prometheus's own rule evaluator, and kube-state-metrics
 // against a cluster, for tests. Both are binaries built by scripts/build-tools.sh into .tools/bin from tool modules
-// (scripts/tools/promql-eval, scripts/tools/kube-state-metrics), because their modules require k8s.io modules newer
+// (scripts/tools/promql-eval, scripts/tools/k8s-0.36), because their modules require k8s.io modules newer
 // than the product's.
 package ruletest
 
