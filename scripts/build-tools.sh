@@ -9,7 +9,7 @@
 #   scripts/build-tools.sh --force    rebuild everything
 #
 # Output:
-#   .tools/bin/{pulumi,pulumi-language-yaml,etcd,kube-apiserver,kube-controller-manager,kube-scheduler,vcluster-config}
+#   .tools/bin/{pulumi,pulumi-language-yaml,etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-state-metrics,vcluster-config,promql-eval}
 #   .tools/bin/gpu-tenancy-policy     the project's policy pack (./policy), rebuilt on every run
 #   .tools/bin/pulumi-resource-gpu-tenancy  the component provider (./provider), rebuilt on every run
 #   .tools/pulumi-home/plugins/resource-kubernetes-v4.32.0/pulumi-resource-kubernetes

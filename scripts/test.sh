@@ -1,40 +1,56 @@
 #!/usr/bin/env bash
-# test.sh [go test flags...]: every test of both modules. The end-to-end package runs as its shards side by side
-# (tests/e2e/shards_test.go), each on a control plane of its own, beside the other packages; they mostly wait on
-# their engines and clusters, so on 2 cores this takes about half the time of one after the other. The other
-# packages build one at a time (-p 1), so no two large links run at once while the shards' engines hold memory.
-# Each stream's output goes to .tools/test-logs and is printed when it ends; the exit status is 1 if any failed.
+# test.sh [go test flags...]: every test of both modules. With no flags but -timeout, the end-to-end package runs as
+# its shards side by side (tests/e2e/shards_test.go), each on a control plane of its own, beside the other packages;
+# one test mostly waits on its engine and its cluster, so on 2 cores this takes far less time than one after the other
+# (README, "Set-up commands"). The other packages build one at a time (-p 1), so no two large links run at once while
+# the shards' engines hold memory. Each stream's output goes to .tools/test-logs: a failed stream's is printed whole,
+# a passing shard's result line only. Other flags (-run, -short, -v, -race...) run `go test` over every package as
+# before, since they choose tests the shards would choose otherwise. Exits 1 if any stream failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 flags=("$@")
+timeout=40m
+sharded=1
+for ((i = 0; i < ${#flags[@]}; i++)); do
+	case ${flags[i]} in
+	-timeout) timeout=${flags[i + 1]:-40m} && ((i++)) ;;
+	-timeout=*) timeout=${flags[i]#-timeout=} ;;
+	*) sharded=0 ;;
+	esac
+done
+if ((!sharded)); then
+	scripts/heartbeat.sh "go test $* ./..." go test "${flags[@]}" ./...
+	root=$?
+	(cd provider && ../scripts/heartbeat.sh "go test in provider/" go test "${flags[@]}" ./...)
+	provider=$?
+	exit $((root || provider))
+fi
+
 logs=.tools/test-logs
 rm -rf "$logs" && mkdir -p "$logs"
 bin=$PWD/.tools/e2e.test
 scripts/heartbeat.sh "build the end-to-end tests" go test -c -o "$bin" ./tests/e2e || exit 1
-timeout=40m
-for f in "${flags[@]}"; do
-	[[ $f == -timeout=* ]] && timeout=${f#-timeout=}
-done
-for ((i = 1; i < ${#flags[@]}; i++)); do
-	[[ ${flags[i - 1]} == -timeout ]] && timeout=${flags[i]}
-done
 # As many as tests/e2e/shards_test.go lists; the test binary refuses another count.
 shards=2
+mapfile -t packages < <(go list ./... | grep -v '/tests/e2e$')
 
-names=() pids=()
+declare -A names=()
+pids=()
 stream() {
 	local name=$1
 	shift
-	names+=("$name")
-	scripts/heartbeat.sh -q "$name" "$@" >"$logs/$name.log" 2>&1 &
+	"$@" >"$logs/$name.log" 2>&1 &
+	names[$!]=$name
 	pids+=($!)
 }
+beat=
+trap 'kill "${pids[@]}" $beat 2>/dev/null' EXIT
 for ((i = 0; i < shards; i++)); do
-	stream "e2e-shard-$i" bash -c "cd tests/e2e && GT_E2E_SHARD=$i/$shards exec '$bin' -test.timeout $timeout"
+	stream "e2e-shard-$i" bash -c 'cd tests/e2e && GT_E2E_SHARD=$1 exec "$2" -test.timeout "$3"' _ "$i/$shards" "$bin" "$timeout"
 done
-packages=$(go list ./... | grep -v '/tests/e2e$' | tr '\n' ' ')
-# shellcheck disable=SC2086 # the package list is words
-stream "packages" bash -c "go test -p 1 ${flags[*]} $packages && cd provider && go test -p 1 ${flags[*]} ./..."
+# The provider's module runs even when the product's fails, so both say what fails.
+stream "packages" bash -c 'go test -p 1 -timeout "$1" "${@:2}"; root=$?; cd provider && go test -p 1 -timeout "$1" ./...; exit $((root || $?))' \
+	_ "$timeout" "${packages[@]}"
 echo "==> tests: ${names[*]} side by side (logs in $logs)"
 start=$SECONDS
 (
@@ -44,21 +60,21 @@ start=$SECONDS
 ) &
 beat=$!
 failed=0
-for i in "${!pids[@]}"; do
-	if wait "${pids[i]}"; then
-		status=ok
+running=("${pids[@]}")
+while ((${#running[@]})); do
+	wait -n -p done "${running[@]}"
+	rc=$?
+	name=${names[$done]}
+	left=()
+	for p in "${running[@]}"; do [[ $p == "$done" ]] || left+=("$p"); done
+	running=("${left[@]}")
+	if ((rc == 0)); then
+		echo "==> $name: ok after $((SECONDS - start)) s"
+		if [[ $name == packages ]]; then cat "$logs/$name.log"; else grep -E '^(PASS|ok)' "$logs/$name.log"; fi
 	else
-		status=FAILED
 		failed=1
-	fi
-	echo "==> ${names[i]}: $status after $((SECONDS - start)) s"
-	# As go test does for a package in list mode: a shard's whole output only when it failed.
-	if [[ $status == FAILED || ${names[i]} == packages ]]; then
-		cat "$logs/${names[i]}.log"
-	else
-		tail -n 1 "$logs/${names[i]}.log"
+		echo "==> $name: FAILED (exit $rc) after $((SECONDS - start)) s"
+		cat "$logs/$name.log"
 	fi
 done
-kill "$beat" 2>/dev/null
-wait "$beat" 2>/dev/null
 exit "$failed"

@@ -33,14 +33,18 @@ var clusterPorts = []struct {
 }{{"GT_ETCD_PORT", 33790}, {"GT_ETCD_PEER_PORT", 33800}, {"GT_APISERVER_PORT", 36443}, {"GT_KCM_PORT", 30257},
 	{"GT_SCHEDULER_PORT", 30259}}
 
-// clusterEnv is the control plane's environment: its ports, the shard's own.
-var clusterEnv []string
+// clusterEnv is the control plane's environment: its ports, the shard's own; sharded says the run is one shard.
+var (
+	clusterEnv []string
+	sharded    bool
+)
 
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if spec := os.Getenv(engineChildEnv); spec != "" {
 		os.Exit(runEngineChild(spec))
 	}
+	sharded = os.Getenv(shardEnv) != ""
 	shard, err := selectShard(os.Getenv(shardEnv), ".")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -94,6 +98,11 @@ func run(m *testing.M) int {
 func localCluster(verb string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	// Ports set in the environment win over these defaults, so two suites can run side by side.
-	return localcluster.Run(ctx, repoRoot, clusterDir, verb, append(slices.Clone(clusterEnv), os.Environ()...), os.Stdout)
+	// Ports set in the environment win over these defaults, so two suites can run side by side; a shard's own ports
+	// win over the environment's, or two shards would share one (os/exec keeps the last of a duplicated key).
+	env := append(slices.Clone(clusterEnv), os.Environ()...)
+	if sharded {
+		env = append(os.Environ(), clusterEnv...)
+	}
+	return localcluster.Run(ctx, repoRoot, clusterDir, verb, env, os.Stdout)
 }

@@ -14,18 +14,19 @@ import (
 
 // shardEnv names the shard a run of this package takes, as "<i>/<n>"; unset, a run takes every test. `make test`
 // runs the shards side by side, each on a control plane of its own, since one test mostly waits on its engine and
-// its cluster: together they take about half the time on 2 cores (README, "Set-up commands").
+// its cluster: together they take far less time on 2 cores than one after the other (README, "Set-up commands").
 const shardEnv = "GT_E2E_SHARD"
 
-// shards are the tests of each shard, balanced by their time on 2 cores (README, "Set-up commands"). The tests that
-// compile Go programs (a team's Go program, the provider's YAML program, an old commit's program) share one shard, so
-// two SDK links never run at once.
+// shards are the tests of each shard, balanced by their time on 2 cores on a cold build cache (README, "Set-up
+// commands"), where the upgrade test also compiles what the old program imports. Most tests that
+// compile Go programs (a team's Go program, an old commit's program) share one shard, so that their links seldom run
+// at once; the local stack's test builds the operators' CLI in the other.
 var shards = [][]string{
 	{"TestLocalStack", "TestRegroupKeepsEveryTenant", "TestRecoveryAfterKill", "TestBlockedDestroyExplainsItself",
-		"TestSimulatedHardwareAppliesAndRemoves", "TestStateLeftIncompleteByAKilledEngineIsRepaired"},
-	{"TestTenantGroups", "TestDemoRecoversAfterPurgeCrashAndInterruption", "TestUpgradeFromBeforeThePlatformComponentKeepsEveryObjectAndGuard",
-		"TestYAMLProgramThroughTheProvider", "TestYAMLProgramWithBadPropertiesRegistersNothing", "TestMisspeltKeyFailsTheProgram",
-		"TestRepositoryProjectOnTheCLI", "TestGoProgramWithAPlatform"},
+		"TestSimulatedHardwareAppliesAndRemoves", "TestStateLeftIncompleteByAKilledEngineIsRepaired",
+		"TestDemoRecoversAfterPurgeCrashAndInterruption", "TestYAMLProgramThroughTheProvider", "TestRepositoryProjectOnTheCLI"},
+	{"TestTenantGroups", "TestUpgradeFromBeforeThePlatformComponentKeepsEveryObjectAndGuard",
+		"TestYAMLProgramWithBadPropertiesRegistersNothing", "TestMisspeltKeyFailsTheProgram", "TestGoProgramWithAPlatform"},
 }
 
 // selectShard checks that every test of the package in dir is in exactly one shard, then, for a spec "<i>/<n>",
