@@ -90,8 +90,9 @@ func OpenEnvironment(ctx context.Context, o Options) (*Environment, error) {
 		po := o
 		po.Stack = name
 		// The platform stack holds the cloud cluster, whose record a killed engine must not lose: it keeps its
-		// checkpoints whatever the option says.
-		po.SkipCheckpoints = o.SkipCheckpoints && name != o.Stack && env.groups > 0
+		// checkpoints. A group's stack holds Kubernetes objects only, which the next operation applies again or
+		// removes (sweepUnrecorded).
+		po.skipCheckpoints = !o.GroupCheckpoints && name != o.Stack && env.groups > 0
 		if name != o.Stack {
 			po.Progress = prefixed(o.Progress, o.Stack, platform.PartOf(name, max(env.groups, 1)))
 			po.WorkDir = o.WorkDir + strings.TrimPrefix(name, o.Stack)
@@ -132,11 +133,13 @@ func OpenEnvironment(ctx context.Context, o Options) (*Environment, error) {
 type backendStack struct {
 	Name          string `json:"name"`
 	ResourceCount *int   `json:"resourceCount"`
+	// LastUpdate is when the stack's state was last written, to the millisecond (cmd/pulumi/cmd/time.go); on a
+	// file or bucket backend the state's own time (backend/diy/stack.go, diyStackSummary.LastUpdate).
+	LastUpdate string `json:"lastUpdate"`
 }
 
-// leftoverGroups names the group stacks of the environment env, beyond its groups, that the backend holds with
-// resources, in group order.
-func leftoverGroups(ctx context.Context, cli auto.PulumiCommand, workDir string, env []string, o Options, groups int) ([]string, error) {
+// listStacks lists the project's stacks on the backend, with the CLI and work directory of a stack of environment o.
+func listStacks(ctx context.Context, cli auto.PulumiCommand, workDir string, env []string, o Options) ([]backendStack, error) {
 	out, errOut, code, err := cli.Run(ctx, workDir, nil, nil, nil, env, "stack", "ls", "--json", "--project", projectName)
 	if err != nil || code != 0 {
 		return nil, fmt.Errorf("listing the stacks of environment %s on %s: exit %d: %v: %s", o.Stack, o.Backend, code, err, strings.TrimSpace(errOut))
@@ -145,11 +148,23 @@ func leftoverGroups(ctx context.Context, cli auto.PulumiCommand, workDir string,
 	if err := json.Unmarshal([]byte(out), &listed); err != nil {
 		return nil, fmt.Errorf("listing the stacks of environment %s: %w", o.Stack, err)
 	}
+	for i, b := range listed {
+		listed[i].Name = b.Name[strings.LastIndex(b.Name, "/")+1:]
+	}
+	return listed, nil
+}
+
+// leftoverGroups names the group stacks of the environment env, beyond its groups, that the backend holds with
+// resources, in group order.
+func leftoverGroups(ctx context.Context, cli auto.PulumiCommand, workDir string, env []string, o Options, groups int) ([]string, error) {
+	listed, err := listStacks(ctx, cli, workDir, env, o)
+	if err != nil {
+		return nil, err
+	}
 	group := regexp.MustCompile("^" + regexp.QuoteMeta(o.Stack) + `\.tenants-(\d+)$`)
 	var found []int
 	for _, b := range listed {
-		name := b.Name[strings.LastIndex(b.Name, "/")+1:]
-		m := group.FindStringSubmatch(name)
+		m := group.FindStringSubmatch(b.Name)
 		if m == nil || b.ResourceCount == nil || *b.ResourceCount == 0 {
 			continue
 		}
@@ -380,6 +395,8 @@ func (e *Environment) up(ctx context.Context, opts ...optup.Option) (Changes, er
 	}
 	var mu sync.Mutex
 	e.Skipped = nil
+	// The platform stack keeps its checkpoints: nothing to sweep after it.
+	sweep := func(*Stack) error { return nil }
 	up := func(s *Stack, upstream string) (map[string]int, error) {
 		if e.leftover(s) {
 			res, err := s.Destroy(ctx)
@@ -387,7 +404,7 @@ func (e *Environment) up(ctx context.Context, opts ...optup.Option) (Changes, er
 				return nil, err
 			}
 			s.say("%s: a group beyond the environment's %d groups, holding no tenant: destroyed", s.opts.Stack, e.groups)
-			return *res.Summary.ResourceChanges, nil
+			return *res.Summary.ResourceChanges, sweep(s)
 		}
 		if e.OnlyChanged && s.unchanged(upstream) {
 			s.say("%s: unchanged since its last up (the same program, config and cluster): skipped, not refreshed", s.opts.Stack)
@@ -400,6 +417,9 @@ func (e *Environment) up(ctx context.Context, opts ...optup.Option) (Changes, er
 		var counts map[string]int
 		if res.Summary.ResourceChanges != nil {
 			counts = *res.Summary.ResourceChanges
+		}
+		if err == nil {
+			err = sweep(s)
 		}
 		if err == nil {
 			err = s.recordApplied(upstream)
@@ -420,6 +440,9 @@ func (e *Environment) up(ctx context.Context, opts ...optup.Option) (Changes, er
 		return changes, fmt.Errorf("stack %s: reading its outputs: %w", e.Name(), err)
 	}
 	upstream := fmt.Sprint(outputs["kubeconfig"].Value)
+	if sweep, err = e.sweeper(ctx); err != nil {
+		return changes, err
+	}
 	err = e.eachGroup(func(s *Stack) (map[string]int, error) { return up(s, upstream) }, changes)
 	return changes, err
 }
@@ -531,8 +554,19 @@ func (e *Environment) Destroy(ctx context.Context) (Changes, error) {
 		}
 		return *res.Summary.ResourceChanges, err
 	}
+	sweep, err := e.sweeper(ctx)
+	if err != nil {
+		return changes, err
+	}
 	// A destroy mostly waits, for each tenant namespace to terminate, rather than computes: every group at once.
-	if err := e.eachGroupAtOnce(len(e.Stacks), destroy, changes); err != nil || e.onlyGroup {
+	groupDestroy := func(s *Stack) (map[string]int, error) {
+		counts, err := destroy(s)
+		if err == nil {
+			err = sweep(s)
+		}
+		return counts, err
+	}
+	if err := e.eachGroupAtOnce(len(e.Stacks), groupDestroy, changes); err != nil || e.onlyGroup {
 		return changes, err
 	}
 	counts, err := destroy(e.Stacks[0])
@@ -554,9 +588,20 @@ func (e *Environment) Recover(ctx context.Context, op Op) error {
 		return err
 	}
 	defer unlock()
-	recover := func(s *Stack) (map[string]int, error) { return nil, s.Recover(ctx, op) }
+	recoverGroups := func() error {
+		sweep, err := e.sweeper(ctx)
+		if err != nil {
+			return err
+		}
+		return e.eachGroup(func(s *Stack) (map[string]int, error) {
+			if err := s.Recover(ctx, op); err != nil {
+				return nil, err
+			}
+			return nil, sweep(s)
+		}, Changes{})
+	}
 	if op == OpDestroy {
-		if err := e.eachGroup(recover, Changes{}); err != nil || e.onlyGroup {
+		if err := recoverGroups(); err != nil || e.onlyGroup {
 			return err
 		}
 		return e.Stacks[0].Recover(ctx, op)
@@ -566,7 +611,7 @@ func (e *Environment) Recover(ctx context.Context, op Op) error {
 			return err
 		}
 	}
-	return e.eachGroup(recover, Changes{})
+	return recoverGroups()
 }
 
 // eachGroup runs f on every group stack, Parallel at a time, adds what each returns to changes, and joins their

@@ -62,15 +62,17 @@ type Options struct {
 	PolicyPacks []string
 	// SkipRefresh leaves out the refresh that Up and Preview run first, where speed matters more than seeing drift.
 	SkipRefresh bool
-	// SkipCheckpoints writes a group stack's state once, at the end of an operation, instead of after every step
-	// (PULUMI_SKIP_CHECKPOINTS): the state of a large stack is written in a fraction of the time, and an engine killed
-	// half-way leaves none of the run's record. The platform stack, which holds the cloud cluster, always keeps them.
-	// Only the bench sets it, to measure the layout against the groups (docs/architecture.md, "Scale"): recover cannot
-	// yet remove what a killed run without checkpoints created, so no command offers it.
-	SkipCheckpoints bool
+	// GroupCheckpoints keeps the group stacks' checkpoints: their state written after every step, as the platform
+	// stack's always is, instead of once when an operation ends. Only the bench sets it, to weigh that layout
+	// (docs/architecture.md, "Scale"): without checkpoints a group's up and destroy take about half the time, and what
+	// a killed run leaves unrecorded is applied again or removed by the next operation (sweepUnrecorded).
+	GroupCheckpoints bool
 	// Program replaces the platform program as the inline program; nil runs platform.InlineProgram(RepoRoot, WorkDir).
 	// Tests use it to run a deliberately broken program.
 	Program pulumi.RunFunc `json:"-"`
+
+	// skipCheckpoints sets PULUMI_SKIP_CHECKPOINTS for the stack: OpenEnvironment sets it on a group's stack.
+	skipCheckpoints bool
 }
 
 // PolicyPackBinary is the file name of the project's policy pack (./policy), which `make tools` builds into
@@ -204,7 +206,7 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if o.Passphrase != "" {
 		env["PULUMI_CONFIG_PASSPHRASE"] = o.Passphrase
 	}
-	if o.SkipCheckpoints {
+	if o.skipCheckpoints {
 		env["PULUMI_SKIP_CHECKPOINTS"] = "true"
 	}
 	wsOpts, cli, err := workspaceCLI(o.Tools, env)

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -76,6 +77,19 @@ func (s *Stack) watchTerminating(ctx context.Context) func(err error) error {
 
 // clusterClient is a client of the cluster the stack's kubeconfig output names, or nil when there is none.
 func (s *Stack) clusterClient(ctx context.Context) kubernetes.Interface {
+	cfg := s.clusterConfig(ctx)
+	if cfg == nil {
+		return nil
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil
+	}
+	return client
+}
+
+// clusterConfig reaches the cluster the stack's kubeconfig output names; nil when there is none.
+func (s *Stack) clusterConfig(ctx context.Context) *rest.Config {
 	outputs, err := s.Outputs(ctx)
 	if err != nil {
 		return nil
@@ -84,16 +98,12 @@ func (s *Stack) clusterClient(ctx context.Context) kubernetes.Interface {
 	if kubeconfig == "" {
 		return nil
 	}
-	rest, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
+	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
 	if err != nil {
 		return nil
 	}
-	rest.Timeout = 15 * time.Second
-	client, err := kubernetes.NewForConfig(rest)
-	if err != nil {
-		return nil
-	}
-	return client
+	cfg.Timeout = 15 * time.Second
+	return cfg
 }
 
 func (w *terminationWatch) poll(ctx context.Context) {

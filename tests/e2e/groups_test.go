@@ -3,15 +3,19 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/environment"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/syncbuf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -83,6 +87,59 @@ func TestTenantGroups(t *testing.T) {
 		changes, err := env.environment(ctx).Preview(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, total(changes), changes["same"], "every step of every stack is the same: %v", changes)
+	})
+	t.Run("what an interrupted group run left unrecorded is removed; what predates the last record is named and kept", func(t *testing.T) {
+		group := env.part(groupOf[research])
+		labelled := metav1.ObjectMeta{Labels: map[string]string{naming.StackLabel: group.owner()}}
+		// Older than the group's last record: not the work of an interrupted run, whatever it is.
+		stray := labelled
+		stray.Name = "vcluster-unrecorded"
+		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: stray}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		defer func() {
+			require.NoError(t, client.CoreV1().Namespaces().Delete(ctx, stray.Name, metav1.DeleteOptions{}))
+			requireNamespaceGone(t, ctx, stray.Name)
+		}()
+		time.Sleep(1100 * time.Millisecond) // a creation time has whole seconds
+		_, err = env.environment(ctx).Refresh(ctx)
+		require.NoError(t, err)
+		time.Sleep(1100 * time.Millisecond)
+		// As a group run killed after creating a tenant's namespace and a cluster-scoped object of its vCluster leaves
+		// them, when the tenant is then taken out of the config: the group's label, in no state.
+		dropped := labelled
+		dropped.Name = "vcluster-dropped"
+		_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: dropped}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		role := labelled
+		role.Name = "vc-dropped"
+		_, err = client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: role}, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		var progress syncbuf.Buffer
+		opts := env.options(nil, nil)
+		opts.Progress = io.MultiWriter(&progress, progressTo(t))
+		grouped, err := environment.OpenEnvironment(ctx, opts)
+		require.NoError(t, err)
+		changes, err := grouped.Up(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, total(changes), changes["same"], "nothing of the config changed: %v", changes)
+
+		requireNamespaceGone(t, ctx, dropped.Name)
+		_, err = client.RbacV1().ClusterRoles().Get(ctx, role.Name, metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "the interrupted run's ClusterRole is removed: %v", err)
+		assert.Contains(t, progress.String(), "removed Namespace vcluster-dropped: an interrupted run created it")
+		assert.Contains(t, progress.String(), "removed ClusterRole vc-dropped")
+
+		ns, err := client.CoreV1().Namespaces().Get(ctx, stray.Name, metav1.GetOptions{})
+		require.NoError(t, err, "what predates the group's last record stays")
+		assert.Nil(t, ns.DeletionTimestamp)
+		assert.Contains(t, progress.String(), "Namespace vcluster-unrecorded carries the stack's owner label")
+		// Every tenant's namespace, recorded by its group, is untouched.
+		for tenant := range groupOf {
+			ns, err := client.CoreV1().Namespaces().Get(ctx, naming.Namespace(tenant), metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Nil(t, ns.DeletionTimestamp, "tenant %s's namespace stays", tenant)
+		}
 	})
 	t.Run("entitlements hold across the stacks", func(t *testing.T) { checkEntitlements(t, ctx) })
 	t.Run("no GPU claim outside a tenant's own namespace", func(t *testing.T) { checkClaimsOutsideTenants(t, ctx) })

@@ -1,0 +1,74 @@
+package environment
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// The objects a state records, keyed as the cluster's objects are: the core group is empty, the version is left
+// out, and an ID is namespace/name or name.
+func TestRecordedKeysMatchTheClustersObjects(t *testing.T) {
+	keys := recordedKeys([]stateResource{
+		{Type: "kubernetes:core/v1:Namespace", Custom: true, ID: "vcluster-team-a"},
+		{Type: "kubernetes:flowcontrol.apiserver.k8s.io/v1:FlowSchema", Custom: true, ID: "gpu-tenancy-team-a"},
+		{Type: "kubernetes:apps/v1:StatefulSet", Custom: true, ID: "vcluster-team-a/team-a"},
+		{Type: "gpu-tenancy:tenancy:Tenant", ID: ""},
+		{Type: "kubernetes:helm.sh/v4:Chart", ID: ""},
+		{Type: "pulumi:providers:kubernetes", Custom: true, ID: "0b5e"},
+	})
+	assert.Equal(t, map[string]bool{
+		"/Namespace/vcluster-team-a":                                 true,
+		"flowcontrol.apiserver.k8s.io/FlowSchema/gpu-tenancy-team-a": true,
+		"apps/StatefulSet/vcluster-team-a/team-a":                    true,
+	}, keys)
+	for _, o := range []clusterObject{
+		{Kind: "Namespace", Name: "vcluster-team-a"},
+		{Group: "flowcontrol.apiserver.k8s.io", Kind: "FlowSchema", Name: "gpu-tenancy-team-a"},
+		{Group: "apps", Kind: "StatefulSet", Namespace: "vcluster-team-a", Name: "team-a"},
+	} {
+		assert.True(t, keys[o.key()], "%s is recorded", o)
+	}
+}
+
+// Only what an interrupted run created, after the stack's last record, and that no state records, is removed;
+// what predates that record is named and kept; what a controller made or what is already going is left alone.
+func TestUnrecordedRemovesOnlyWhatAnInterruptedRunCreated(t *testing.T) {
+	since := time.Date(2026, 12, 3, 12, 0, 0, 500_000_000, time.UTC)
+	after, before, sameSecond := since.Add(time.Minute), since.Add(-time.Hour), since.Truncate(time.Second)
+	recorded := map[string]bool{"/Namespace/vcluster-team-a": true, "/Namespace/vcluster-moved": true}
+	cases := map[string]struct {
+		object       clusterObject
+		since        time.Time
+		remove, keep bool
+	}{
+		"a namespace created after the last record and recorded nowhere is removed": {
+			object: clusterObject{Kind: "Namespace", Name: "vcluster-dropped", Created: after}, since: since, remove: true},
+		"a cluster-scoped object of the same run is removed": {
+			object: clusterObject{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "vc-dropped", Created: after},
+			since:  since, remove: true},
+		"a stack never written before: whatever carries its label and no state records is removed": {
+			object: clusterObject{Kind: "Namespace", Name: "vcluster-first", Created: before}, since: time.Time{}, remove: true},
+		"a namespace the stack records stays": {
+			object: clusterObject{Kind: "Namespace", Name: "vcluster-team-a", Created: after}, since: since},
+		"a namespace another stack records (a move that did not finish) stays": {
+			object: clusterObject{Kind: "Namespace", Name: "vcluster-moved", Created: after}, since: since},
+		"an unrecorded object older than the last record is named and kept": {
+			object: clusterObject{Kind: "Namespace", Name: "vcluster-old", Created: before}, since: since, keep: true},
+		"an object of the last record's own second is named and kept": {
+			object: clusterObject{Kind: "Namespace", Name: "vcluster-tie", Created: sameSecond}, since: since, keep: true},
+		"an object a controller made goes with its owner": {
+			object: clusterObject{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "aggregate", Created: after,
+				Dependent: true}, since: since},
+		"a terminating namespace is already going": {
+			object: clusterObject{Kind: "Namespace", Name: "vcluster-going", Created: after, Terminating: true}, since: since},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			remove, keep := unrecorded([]clusterObject{c.object}, func(k string) bool { return recorded[k] }, c.since)
+			assert.Equal(t, c.remove, len(remove) == 1, "removed: %v", remove)
+			assert.Equal(t, c.keep, len(keep) == 1, "kept and named: %v", keep)
+		})
+	}
+}
