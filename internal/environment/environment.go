@@ -17,11 +17,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optrefresh"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Environment is the stacks of one environment: the platform stack, named after the environment, and, when its stack
@@ -136,6 +138,8 @@ type backendStack struct {
 	// LastUpdate is when the stack's state was last written, to the millisecond (cmd/pulumi/cmd/time.go); on a
 	// file or bucket backend the state's own time (backend/diy/stack.go, diyStackSummary.LastUpdate).
 	LastUpdate string `json:"lastUpdate"`
+	// UpdateInProgress is set by backends that track updates (Pulumi Cloud), which then leave LastUpdate out.
+	UpdateInProgress *bool `json:"updateInProgress"`
 }
 
 // listStacks lists the project's stacks on the backend, with the CLI and work directory of a stack of environment o.
@@ -463,6 +467,12 @@ func (e *Environment) checkPlacement(ctx context.Context) (map[string]int, error
 			recorded[t.Name] = *t.Group
 		}
 	}
+	// A tenant's namespace names the stack that last applied it: a move that stopped after handing the state over
+	// leaves the namespace with the old stack's label while the new stack holds it.
+	live, err := e.liveGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
 	holder := map[string]string{}
 	var problems []string
 	for _, s := range e.groupStacks() {
@@ -481,14 +491,20 @@ func (e *Environment) checkPlacement(ctx context.Context) (map[string]int, error
 			if !slices.Contains(args.TenantNames(), t) {
 				continue
 			}
+			lg, isLive := live[t]
 			switch want, ok := recorded[t]; {
 			case e.leftover(s):
 				problems = append(problems, fmt.Sprintf("tenant %s lives in %s, which %d groups leave out: move it first "+
 					"(gpu-tenancy-env move %s %s -to <group>)", t, s.opts.Stack, e.groups, e.Name(), t))
 			case ok && want != g:
 				problems = append(problems, fmt.Sprintf("tenant %s lives in %s, but the stack file records group %d: move it "+
-					"(gpu-tenancy-env move %s %s -to %d), which records the group itself, or record group %d again",
-					t, s.opts.Stack, want, e.Name(), t, want, g))
+					"(gpu-tenancy-env move %s %s -to %d), which records the group itself; or, if a move to group %d did not "+
+					"finish, finish it (gpu-tenancy-env move %s %s -to %d)", t, s.opts.Stack, want, e.Name(), t, want, g,
+					e.Name(), t, g))
+			case !ok && isLive && lg != g:
+				problems = append(problems, fmt.Sprintf("tenant %s lives in %s, but its namespace is still group %d's (owner "+
+					"label %s): a move to group %d did not finish; finish it (gpu-tenancy-env move %s %s -to %d)", t,
+					s.opts.Stack, lg, naming.StackLabel, g, e.Name(), t, g))
 			}
 		}
 	}
@@ -497,6 +513,31 @@ func (e *Environment) checkPlacement(ctx context.Context) (map[string]int, error
 			strings.Join(problems, "\n  - "))
 	}
 	return held, nil
+}
+
+// liveGroups is the group of the environment whose stack owns each tenant's namespace by its owner label
+// (platform.LiveGroups); a tenant whose namespace is missing or another's is left out, and all of them when the
+// platform stack has no cluster yet.
+func (e *Environment) liveGroups(ctx context.Context) (map[string]int, error) {
+	client := e.Stacks[0].clusterClient(ctx)
+	if client == nil {
+		return nil, nil
+	}
+	labelled, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: naming.StackLabel})
+	if err != nil {
+		return nil, fmt.Errorf("reading the owners of the tenants' namespaces: %w", err)
+	}
+	ownerOf := map[string]string{}
+	for _, ns := range labelled.Items {
+		ownerOf[ns.Name] = ns.Labels[naming.StackLabel]
+	}
+	owners := map[string]string{}
+	for _, t := range e.Stacks[0].args.TenantNames() {
+		if owner, ok := ownerOf[naming.Namespace(t)]; ok {
+			owners[t] = owner
+		}
+	}
+	return platform.LiveGroups(owners, projectName, e.Name()), nil
 }
 
 // Preview previews every stack, the groups in parallel after the platform.

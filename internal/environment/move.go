@@ -27,7 +27,8 @@ type MovePlan struct {
 }
 
 // TenantMove is one tenant of a move: the stack it leaves (empty for a tenant not created yet, whose group is only
-// recorded) and its resources there.
+// recorded; the destination for a tenant its state holds already, as a move that did not finish leaves it) and its
+// resources there.
 type TenantMove struct {
 	Tenant, From string
 	Resources    []string
@@ -47,6 +48,12 @@ func (p MovePlan) String() string {
 	for _, m := range p.Moves {
 		if m.From == "" {
 			lines = append(lines, fmt.Sprintf("tenant %s: not created yet; its group is recorded, and %s creates it", m.Tenant, p.To))
+			continue
+		}
+		if m.From == p.To {
+			lines = append(lines, fmt.Sprintf("tenant %s: already in %s's state (a move that did not finish, or none "+
+				"was needed); its group is recorded, and %s's up takes over whatever of it still carries another "+
+				"stack's owner label", m.Tenant, p.To, p.To))
 			continue
 		}
 		types := map[string]int{}
@@ -72,7 +79,9 @@ func (p MovePlan) String() string {
 // move`, one per source stack: pulumi pkg v3.274.1 cmd/pulumi/state/state_move.go), records their group in the stack
 // file, then previews every stack involved and refuses (restoring every state and the stack file) unless none would
 // delete, create or replace anything of a tenant; then it brings the destination up, which relabels the tenants'
-// objects as its own. With preview, it says what it would move and changes nothing.
+// objects as its own. With preview, it says what it would move and changes nothing. Run again after a move that
+// stopped half-way (killed after a state move, or its destination's up failed), it finishes it: the tenants the
+// destination holds already have their group recorded and their objects taken over.
 func (e *Environment) Move(ctx context.Context, tenants []string, to int, preview bool) (MovePlan, error) {
 	var plan MovePlan
 	if e.groups == 0 {
@@ -127,6 +136,9 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 	// The tenants' top components, by source stack: every resource below them follows (state_move.go moves children
 	// with them).
 	tops := map[*Stack][]string{}
+	// A tenant the destination holds already is the work of a move that stopped after handing the state over (before
+	// recording the group, or before the destination's up took the objects over): this move finishes it.
+	resuming := false
 	for _, t := range tenants {
 		src, ok := from[t]
 		if !ok {
@@ -134,7 +146,9 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 			continue
 		}
 		if src == dest {
-			return plan, fmt.Errorf("tenant %s is already in %s", t, dest.opts.Stack)
+			resuming = true
+			plan.Moves = append(plan.Moves, TenantMove{Tenant: t, From: dest.opts.Stack})
+			continue
 		}
 		urns := tenantResources(stateOf[src])[t]
 		plan.Moves = append(plan.Moves, TenantMove{Tenant: t, From: src.opts.Stack, Resources: urns})
@@ -151,7 +165,7 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 	if preview {
 		return plan, nil
 	}
-	if len(tops) == 0 {
+	if len(tops) == 0 && !resuming {
 		// None created yet: only their records change.
 		return plan, e.recordGroups(tenants, to)
 	}
@@ -161,8 +175,13 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 			involved = append(involved, s)
 		}
 	}
-	// A move needs every stack involved as the program builds it: a pending change would mix with the move.
+	// A move needs every stack involved as the program builds it: a pending change would mix with the move. A
+	// destination that holds tenants of an unfinished move would delete them until their group is recorded: it is
+	// checked after that, as below, where any pending change of it refuses the move too.
 	for _, s := range involved {
+		if s == dest && resuming {
+			continue
+		}
 		if bad, err := s.refusedSteps(ctx, []apitype.OpType{apitype.OpCreate, apitype.OpDelete, apitype.OpReplace}); err != nil || len(bad) > 0 {
 			if err == nil {
 				err = fmt.Errorf("its preview would %s", strings.Join(bad, ", "))
@@ -230,7 +249,8 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 	}
 	if _, err := adopt.Up(ctx); err != nil {
 		return plan, fmt.Errorf("moving %s: the state is moved and the group recorded, but the up of %s failed: %w; "+
-			"run gpu-tenancy-env up %s", strings.Join(tenants, ", "), dest.opts.Stack, err, e.Name())
+			"run the same move again (gpu-tenancy-env move %s %s -to %d), which finishes it", strings.Join(tenants, ", "),
+			dest.opts.Stack, err, e.Name(), strings.Join(tenants, " "), to)
 	}
 	return plan, nil
 }

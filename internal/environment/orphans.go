@@ -210,24 +210,36 @@ func (e *Environment) sweeper(ctx context.Context) (func(*Stack) error, error) {
 	if err != nil {
 		return nil, err
 	}
-	since := map[string]time.Time{}
-	for _, b := range listed {
-		if b.LastUpdate == "" {
-			continue // never written: nothing it created is recorded anywhere
-		}
-		t, err := time.Parse(lastUpdateLayout, b.LastUpdate)
-		if err != nil {
-			// Unreadable: as if written now, so that nothing is removed, only named.
-			t = time.Now()
-		}
-		since[b.Name] = t
-	}
+	since := lastWritten(listed, time.Now())
 	return func(s *Stack) error {
 		if !s.opts.skipCheckpoints {
 			return nil
 		}
 		return e.sweepUnrecorded(ctx, s, cfg, since[s.opts.Stack])
 	}, nil
+}
+
+// lastWritten is when each listed stack's state was last written, absent for a stack never written (nothing it
+// created is recorded anywhere). Where the time is unknown (an update the backend still counts as running, as a
+// killed one on Pulumi Cloud until it is cancelled; an unreadable time) it is now, so that nothing is removed, only
+// named.
+func lastWritten(listed []backendStack, now time.Time) map[string]time.Time {
+	since := map[string]time.Time{}
+	for _, b := range listed {
+		if b.UpdateInProgress != nil && *b.UpdateInProgress {
+			since[b.Name] = now
+			continue
+		}
+		if b.LastUpdate == "" {
+			continue
+		}
+		t, err := time.Parse(lastUpdateLayout, b.LastUpdate)
+		if err != nil {
+			t = now
+		}
+		since[b.Name] = t
+	}
+	return since
 }
 
 // lastUpdateLayout is how `pulumi stack ls --json` writes a time (pulumi pkg v3.274.1 cmd/pulumi/cmd/time.go).

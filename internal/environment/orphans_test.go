@@ -72,3 +72,23 @@ func TestUnrecordedRemovesOnlyWhatAnInterruptedRunCreated(t *testing.T) {
 		})
 	}
 }
+
+// The time a group's sweep counts from: the backend's, or now (nothing removed) where the backend hides it.
+func TestLastWrittenIsTheBackendsTimeOrNow(t *testing.T) {
+	now := time.Date(2026, 12, 3, 18, 0, 0, 0, time.UTC)
+	running, done := true, false
+	since := lastWritten([]backendStack{
+		{Name: "prod.tenants-0", LastUpdate: "2026-12-03T17:23:33.412Z"},
+		{Name: "prod.tenants-1", LastUpdate: "2026-12-03T17:23:33.412Z", UpdateInProgress: &done},
+		{Name: "prod.tenants-2"},
+		{Name: "prod.tenants-3", UpdateInProgress: &running},
+		{Name: "prod.tenants-4", LastUpdate: "yesterday"},
+	}, now)
+	written := time.Date(2026, 12, 3, 17, 23, 33, 412_000_000, time.UTC)
+	assert.True(t, written.Equal(since["prod.tenants-0"]), "the state's time: %v", since["prod.tenants-0"])
+	assert.True(t, written.Equal(since["prod.tenants-1"]), "a finished update on a backend that tracks them")
+	_, ok := since["prod.tenants-2"]
+	assert.False(t, ok, "a stack never written counts from the beginning")
+	assert.Equal(t, now, since["prod.tenants-3"], "an update still running hides the time: nothing is removed")
+	assert.Equal(t, now, since["prod.tenants-4"], "an unreadable time: nothing is removed")
+}

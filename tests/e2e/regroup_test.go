@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -230,6 +231,37 @@ func TestRegroupKeepsEveryTenant(t *testing.T) {
 		keeps(t)
 		previewEmpty(t)
 	})
+	t.Run("a move stopped after handing the state over is refused by up and finished by the same command", func(t *testing.T) {
+		held := stateOf(t, ctx, open())
+		var tenant, from string
+		for _, s := range []string{"regroup.tenants-0", "regroup.tenants-1"} {
+			if len(held[s]) > 0 {
+				tenant, from = held[s][0], s
+			}
+		}
+		require.NotEmpty(t, tenant)
+		// What a move killed right after its `pulumi state move` leaves: the state in the destination, the group not
+		// recorded, the namespace still labelled as the source's.
+		destWork := filepath.Join(dir, "work") + ".tenants-2"
+		out, err := pulumiCLI(ctx, destWork, opts.Passphrase, append([]string{"state", "move", "--source", from, "--dest",
+			"regroup.tenants-2", "--yes", "--non-interactive"}, tenantTops(t, ctx, destWork, opts.Passphrase, from, tenant)...)...)
+		require.NoError(t, err, out)
+
+		_, err = open().Up(ctx)
+		require.Error(t, err, "an up refuses while the move is unfinished")
+		assert.Contains(t, err.Error(), fmt.Sprintf("gpu-tenancy-env move regroup %s -to 2", tenant))
+		keeps(t)
+
+		plan, err := open().Move(ctx, []string{tenant}, 2, false)
+		require.NoError(t, err)
+		assert.Contains(t, plan.String(), fmt.Sprintf("tenant %s: already in regroup.tenants-2's state", tenant))
+		assert.EqualValues(t, 2, file.groups()[tenant], "the finished move records the group")
+		ns, err := client.CoreV1().Namespaces().Get(ctx, naming.Namespace(tenant), metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, naming.StackOwner(platform.ConfigNamespace, "regroup.tenants-2"), ns.Labels[naming.StackLabel], "the new group owns it")
+		keeps(t)
+		previewEmpty(t)
+	})
 	t.Run("two groups again, the third group's tenants moved back first", func(t *testing.T) {
 		file.set("tenantGroups", 2)
 		env, err := environment.OpenEnvironment(ctx, opts)
@@ -279,6 +311,42 @@ func TestRegroupKeepsEveryTenant(t *testing.T) {
 		require.NoError(t, err)
 		requireAsBefore(t, ctx, before)
 	})
+}
+
+// tenantTops are the URNs of a tenant's top components in a stack's state, as Environment.Move hands them to
+// `pulumi state move` (everything below them follows).
+func tenantTops(t *testing.T, ctx context.Context, workDir, passphrase, stack, tenant string) []string {
+	file := filepath.Join(t.TempDir(), "state.json")
+	out, err := pulumiCLI(ctx, workDir, passphrase, "stack", "export", "--stack", stack, "--file", file, "--non-interactive")
+	require.NoError(t, err, out)
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var state struct {
+		Deployment struct {
+			Resources []struct{ URN, Type, Parent string } `json:"resources"`
+		} `json:"deployment"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &state))
+	mine := map[string]bool{}
+	for _, r := range state.Deployment.Resources {
+		if (r.Type == "gpu-tenancy:tenancy:Tenant" || r.Type == "gpu-tenancy:vcluster:VirtualCluster") && strings.HasSuffix(r.URN, "::"+tenant) {
+			mine[r.URN] = true
+		}
+	}
+	var tops []string
+	for urn := range mine {
+		parent := ""
+		for _, r := range state.Deployment.Resources {
+			if r.URN == urn {
+				parent = r.Parent
+			}
+		}
+		if !mine[parent] {
+			tops = append(tops, urn)
+		}
+	}
+	require.NotEmpty(t, tops, "tenant %s in the state of %s", tenant, stack)
+	return tops
 }
 
 // writeMovedKubeconfig writes the test cluster's kubeconfig reaching it by another address (localhost for 127.0.0.1)
