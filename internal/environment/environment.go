@@ -49,6 +49,8 @@ type Environment struct {
 
 	opts   Options
 	groups int
+	// all are the environment's stacks as opened, which Only does not narrow: every state the environment holds.
+	all []*Stack
 	// onlyGroup narrows operations to the one group stack Only kept: the platform stack (Stacks[0]) is there to read
 	// from, and is not run.
 	onlyGroup bool
@@ -128,6 +130,7 @@ func OpenEnvironment(ctx context.Context, o Options) (*Environment, error) {
 	if err := env.checkSecretsProviders(ctx); err != nil {
 		return nil, err
 	}
+	env.all = env.Stacks
 	return env, nil
 }
 

@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 )
@@ -30,7 +30,10 @@ type clusterObject struct {
 	// and they go with their owner.
 	Dependent   bool
 	Terminating bool
-	resource    schema.GroupVersionResource
+
+	resource        schema.GroupVersionResource
+	uid             types.UID
+	resourceVersion string
 }
 
 // key is the object as a state records it: the API group (empty for the core group) and the kind from the
@@ -77,13 +80,14 @@ func recordedKeys(resources []stateResource) map[string]bool {
 // those an interrupted run of the stack created, created after since (the end of the stack's last recorded
 // operation), to remove; and the others, to leave in place and name. Neither holds dependent or terminating objects.
 // A creation time has whole seconds and since milliseconds, so an object of the same second as since is left in
-// place: an error can only keep an object, never remove one that was recorded.
-func unrecorded(objects []clusterObject, recorded func(key string) bool, since time.Time) (remove, keep []clusterObject) {
+// place: an error can only keep an object, never remove one that was recorded. The namespace of a tenant the config
+// lists (tenantNamespaces) is always left in place.
+func unrecorded(objects []clusterObject, recorded func(key string) bool, since time.Time, tenantNamespaces map[string]bool) (remove, keep []clusterObject) {
 	for _, o := range objects {
 		if o.Dependent || o.Terminating || recorded(o.key()) {
 			continue
 		}
-		if o.Created.After(since) {
+		if o.Created.After(since) && !(o.Group == "" && o.Kind == naming.KindNamespace && tenantNamespaces[o.Name]) {
 			remove = append(remove, o)
 		} else {
 			keep = append(keep, o)
@@ -92,48 +96,43 @@ func unrecorded(objects []clusterObject, recorded func(key string) bool, since t
 	return remove, keep
 }
 
-// labelledObjects lists the namespaces and cluster-scoped objects that carry owner as naming.StackLabel, of every
-// resource type the API server serves that can be listed and deleted. Objects inside a namespace are left to it:
-// removing a namespace removes them, and a namespace that stays is a tenant's, whose objects a controller may have
-// labelled after a Service (Endpoints copy its labels and name no owner).
-func labelledObjects(ctx context.Context, cfg *rest.Config, owner string) ([]clusterObject, error) {
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	lists, err := disco.ServerPreferredResources()
-	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
-		return nil, fmt.Errorf("discovering the API server's resources: %w", err)
-	}
-	meta, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
+// sweptKinds are the kinds a sweep lists: the namespace, and the cluster-scoped kinds the program creates (those its
+// ownership check guards, naming.Kind*, and the vCluster chart's ClusterRole and binding). Objects inside a
+// namespace are left to it: removing a namespace removes them, and a namespace that stays is a tenant's, whose objects
+// a controller may have labelled after a Service (Endpoints copy its labels and name no owner). No other kind is
+// listed: an API that serves the same objects under another group (OpenShift's Projects are Namespaces) would make
+// them look unrecorded, and a labelled PersistentVolume may hold a disk.
+var sweptKinds = []struct {
+	kind     string
+	resource schema.GroupVersionResource
+}{
+	{naming.KindNamespace, schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}},
+	{naming.KindFlowSchema, schema.GroupVersionResource{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "flowschemas"}},
+	{naming.KindPriorityLevel, schema.GroupVersionResource{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "prioritylevelconfigurations"}},
+	{naming.KindPolicy, schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}},
+	{naming.KindPolicyBinding, schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}},
+	{naming.KindDeviceClass, schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}},
+	{"ClusterRole", schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}},
+	{"ClusterRoleBinding", schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}},
+}
+
+// labelledObjects lists the objects of sweptKinds that carry owner as naming.StackLabel.
+func labelledObjects(ctx context.Context, meta metadata.Interface, owner string) ([]clusterObject, error) {
 	var objects []clusterObject
-	for _, list := range lists {
-		gv, err := schema.ParseGroupVersion(list.GroupVersion)
-		if err != nil {
+	for _, k := range sweptKinds {
+		items, err := meta.Resource(k.resource).List(ctx, metav1.ListOptions{LabelSelector: naming.StackLabel + "=" + owner})
+		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+			// Not served, or not listable with the stack's credentials, which then could not have created one either.
 			continue
 		}
-		for _, r := range list.APIResources {
-			namespace := gv.Group == "" && r.Kind == "Namespace"
-			if (r.Namespaced && !namespace) || strings.Contains(r.Name, "/") ||
-				!slices.Contains(r.Verbs, "list") || !slices.Contains(r.Verbs, "delete") {
-				continue
-			}
-			items, err := meta.Resource(gv.WithResource(r.Name)).List(ctx, metav1.ListOptions{LabelSelector: naming.StackLabel + "=" + owner})
-			if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
-				// The stack's credentials, which cannot list this type, could not have created one of it either.
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("listing %s labelled %s=%s: %w", r.Name, naming.StackLabel, owner, err)
-			}
-			for _, item := range items.Items {
-				objects = append(objects, clusterObject{Group: gv.Group, Kind: r.Kind, Name: item.Name,
-					Created: item.CreationTimestamp.Time, Dependent: len(item.OwnerReferences) > 0,
-					Terminating: item.DeletionTimestamp != nil, resource: gv.WithResource(r.Name)})
-			}
+		if err != nil {
+			return nil, fmt.Errorf("listing %s labelled %s=%s: %w", k.resource.Resource, naming.StackLabel, owner, err)
+		}
+		for _, item := range items.Items {
+			objects = append(objects, clusterObject{Group: k.resource.Group, Kind: k.kind, Name: item.Name,
+				Created: item.CreationTimestamp.Time, Dependent: len(item.OwnerReferences) > 0,
+				Terminating: item.DeletionTimestamp != nil, resource: k.resource, uid: item.UID,
+				resourceVersion: item.ResourceVersion})
 		}
 	}
 	return objects, nil
@@ -142,11 +141,17 @@ func labelledObjects(ctx context.Context, cfg *rest.Config, owner string) ([]clu
 // sweepUnrecorded removes from the cluster of cfg the namespaces and cluster-scoped objects of group stack s that an
 // interrupted run created and no stack of the environment records (unrecorded), after an operation of s that
 // succeeded; since is the end of s's last operation before it. The objects s's own state records are read first;
-// the other stacks' states only when something is left, so that an object handed to another stack by a move that
-// did not finish (recorded there, still labelled as s's) stays. The rest is named and left in place.
+// every other stack's state of the environment only when something is left, so that an object handed to another
+// stack by a move that did not finish (recorded there, still labelled as s's) stays. The namespace of a tenant the
+// config lists is never removed, and an object is deleted only as it was listed (its UID and resource version), so
+// that one taken over in between stays. The rest is named and left in place.
 func (e *Environment) sweepUnrecorded(ctx context.Context, s *Stack, cfg *rest.Config, since time.Time) error {
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	owner := naming.StackOwner(projectName, s.opts.Stack)
-	objects, err := labelledObjects(ctx, cfg, owner)
+	objects, err := labelledObjects(ctx, meta, owner)
 	if err != nil || len(objects) == 0 {
 		return err
 	}
@@ -161,36 +166,43 @@ func (e *Environment) sweepUnrecorded(ctx context.Context, s *Stack, cfg *rest.C
 	if err := read(s); err != nil {
 		return err
 	}
+	tenantNamespaces := map[string]bool{}
+	for _, t := range e.Stacks[0].args.TenantNames() {
+		tenantNamespaces[naming.Namespace(t)] = true
+	}
 	isRecorded := func(k string) bool { return recorded[k] }
-	remove, keep := unrecorded(objects, isRecorded, since)
+	remove, keep := unrecorded(objects, isRecorded, since, tenantNamespaces)
 	if len(remove)+len(keep) > 0 {
-		for _, other := range e.Stacks {
+		for _, other := range e.all {
 			if other != s {
 				if err := read(other); err != nil {
 					return err
 				}
 			}
 		}
-		remove, keep = unrecorded(objects, isRecorded, since)
-	}
-	meta, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return err
+		remove, keep = unrecorded(objects, isRecorded, since, tenantNamespaces)
 	}
 	background := metav1.DeletePropagationBackground
 	for _, o := range remove {
-		err := meta.Resource(o.resource).Delete(ctx, o.Name, metav1.DeleteOptions{PropagationPolicy: &background})
+		err := meta.Resource(o.resource).Delete(ctx, o.Name, metav1.DeleteOptions{PropagationPolicy: &background,
+			Preconditions: &metav1.Preconditions{UID: &o.uid, ResourceVersion: &o.resourceVersion}})
+		if apierrors.IsConflict(err) {
+			s.say("%s: %s changed after it was listed as unrecorded: left in place", s.opts.Stack, o)
+			continue
+		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("stack %s: removing %s, which an interrupted run created and no state records: %w", s.opts.Stack, o, err)
 		}
-		s.say("%s: removed %s: an interrupted run created it (%s, after the stack's last record at %s), the config no "+
-			"longer declares it, and no stack of the environment records it", s.opts.Stack, o,
-			o.Created.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339))
+		s.say("%s: removed %s: created at %s, after the stack's last record at %s (the work of an interrupted run), "+
+			"and no stack of the environment records it", s.opts.Stack, o, o.Created.UTC().Format(time.RFC3339),
+			since.UTC().Format(time.RFC3339Nano))
 	}
 	for _, o := range keep {
-		s.say("%s: %s carries the stack's owner label (%s=%s) but no state of the environment records it; it predates "+
-			"the stack's last record, so it was not created by an interrupted run and is left in place: delete it, or "+
-			"adopt it (gpu-tenancy:ownership), if it is not wanted", s.opts.Stack, o, naming.StackLabel, owner)
+		s.say("%s: %s carries the stack's owner label (%s=%s) but no state of the environment records it. It is left in "+
+			"place: it was created before the stack's last record at %s, or is the namespace of a tenant the stack file "+
+			"lists, so the runner cannot tell it is an interrupted run's work. A tenant's namespace is moved with "+
+			"gpu-tenancy-env move; anything else, delete it or adopt it (gpu-tenancy:ownership) if it is not wanted",
+			s.opts.Stack, o, naming.StackLabel, owner, since.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
 }
@@ -219,8 +231,8 @@ func (e *Environment) sweeper(ctx context.Context) (func(*Stack) error, error) {
 	}, nil
 }
 
-// lastWritten is when each listed stack's state was last written, absent for a stack never written (nothing it
-// created is recorded anywhere). Where the time is unknown (an update the backend still counts as running, as a
+// lastWritten is when each listed stack's state was last written, absent for a stack never written and empty
+// (nothing it created is recorded anywhere). Where the time is unknown (an update the backend still counts as running, as a
 // killed one on Pulumi Cloud until it is cancelled; an unreadable time) it is now, so that nothing is removed, only
 // named.
 func lastWritten(listed []backendStack, now time.Time) map[string]time.Time {
@@ -231,6 +243,10 @@ func lastWritten(listed []backendStack, now time.Time) map[string]time.Time {
 			continue
 		}
 		if b.LastUpdate == "" {
+			if b.ResourceCount != nil && *b.ResourceCount > 0 {
+				// Resources without a time: a state imported or moved in without one.
+				since[b.Name] = now
+			}
 			continue
 		}
 		t, err := time.Parse(lastUpdateLayout, b.LastUpdate)

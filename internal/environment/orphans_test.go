@@ -61,12 +61,15 @@ func TestUnrecordedRemovesOnlyWhatAnInterruptedRunCreated(t *testing.T) {
 		"an object a controller made goes with its owner": {
 			object: clusterObject{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "aggregate", Created: after,
 				Dependent: true}, since: since},
+		"the namespace of a tenant the config lists is named and kept, whenever it was created": {
+			object: clusterObject{Kind: "Namespace", Name: "vcluster-listed", Created: after}, since: since, keep: true},
 		"a terminating namespace is already going": {
 			object: clusterObject{Kind: "Namespace", Name: "vcluster-going", Created: after, Terminating: true}, since: since},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			remove, keep := unrecorded([]clusterObject{c.object}, func(k string) bool { return recorded[k] }, c.since)
+			remove, keep := unrecorded([]clusterObject{c.object}, func(k string) bool { return recorded[k] }, c.since,
+				map[string]bool{"vcluster-listed": true})
 			assert.Equal(t, c.remove, len(remove) == 1, "removed: %v", remove)
 			assert.Equal(t, c.keep, len(keep) == 1, "kept and named: %v", keep)
 		})
@@ -76,13 +79,14 @@ func TestUnrecordedRemovesOnlyWhatAnInterruptedRunCreated(t *testing.T) {
 // The time a group's sweep counts from: the backend's, or now (nothing removed) where the backend hides it.
 func TestLastWrittenIsTheBackendsTimeOrNow(t *testing.T) {
 	now := time.Date(2026, 12, 3, 18, 0, 0, 0, time.UTC)
-	running, done := true, false
+	running, done, five := true, false, 5
 	since := lastWritten([]backendStack{
 		{Name: "prod.tenants-0", LastUpdate: "2026-12-03T17:23:33.412Z"},
 		{Name: "prod.tenants-1", LastUpdate: "2026-12-03T17:23:33.412Z", UpdateInProgress: &done},
-		{Name: "prod.tenants-2"},
+		{Name: "prod.tenants-2", ResourceCount: new(int)},
 		{Name: "prod.tenants-3", UpdateInProgress: &running},
 		{Name: "prod.tenants-4", LastUpdate: "yesterday"},
+		{Name: "prod.tenants-5", ResourceCount: &five},
 	}, now)
 	written := time.Date(2026, 12, 3, 17, 23, 33, 412_000_000, time.UTC)
 	assert.True(t, written.Equal(since["prod.tenants-0"]), "the state's time: %v", since["prod.tenants-0"])
@@ -91,4 +95,5 @@ func TestLastWrittenIsTheBackendsTimeOrNow(t *testing.T) {
 	assert.False(t, ok, "a stack never written counts from the beginning")
 	assert.Equal(t, now, since["prod.tenants-3"], "an update still running hides the time: nothing is removed")
 	assert.Equal(t, now, since["prod.tenants-4"], "an unreadable time: nothing is removed")
+	assert.Equal(t, now, since["prod.tenants-5"], "resources without a time (a state imported or moved in): nothing is removed")
 }
