@@ -63,9 +63,10 @@ func (l *liveCluster) identity(ctx context.Context) (string, error) {
 	return string(ns.UID), nil
 }
 
-// tenantOwners maps each tenant whose host namespace exists to the stack that owns it (naming.StackLabel).
-func (l *liveCluster) tenantOwners(ctx context.Context) (map[string]string, error) {
-	list, err := l.meta.Resource(namespacesResource).List(ctx, metav1.ListOptions{LabelSelector: naming.TenantNamespaceLabel})
+// TenantOwners maps each tenant whose host namespace exists on the cluster of meta to the stack that owns it
+// (naming.StackLabel): what LiveGroups places tenants by.
+func TenantOwners(ctx context.Context, meta metadata.Interface) (map[string]string, error) {
+	list, err := meta.Resource(namespacesResource).List(ctx, metav1.ListOptions{LabelSelector: naming.TenantNamespaceLabel})
 	if err != nil {
 		return nil, fmt.Errorf("listing tenant namespaces: %w", err)
 	}

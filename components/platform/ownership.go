@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -27,6 +28,7 @@ type OwnershipArgs struct {
 	Adopt []string `json:"adopt"`
 }
 
+// ownedKinds are the kinds whose objects the ownership check guards: each carries its stack's owner label.
 var ownedKinds = map[string]schema.GroupVersionResource{
 	naming.KindNamespace:     {Version: "v1", Resource: "namespaces"},
 	naming.KindDeviceClass:   {Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"},
@@ -35,6 +37,10 @@ var ownedKinds = map[string]schema.GroupVersionResource{
 	naming.KindFlowSchema:    {Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "flowschemas"},
 	naming.KindPriorityLevel: {Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "prioritylevelconfigurations"},
 }
+
+// OwnedKinds are the kinds, with their resources, whose objects carry a stack's owner label and the ownership check
+// guards (a copy).
+func OwnedKinds() map[string]schema.GroupVersionResource { return maps.Clone(ownedKinds) }
 
 // Validate checks each entry names a kind the program creates and an object name.
 func (o OwnershipArgs) Validate(path *field.Path) field.ErrorList {

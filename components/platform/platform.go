@@ -284,7 +284,7 @@ func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig
 		if err := l.checkNoMove(goctx, env); err != nil {
 			return "", err
 		}
-		owners, err := l.tenantOwners(goctx)
+		owners, err := TenantOwners(goctx, l.meta)
 		if err != nil {
 			return "", err
 		}

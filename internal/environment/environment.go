@@ -23,7 +23,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optrefresh"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/metadata"
 )
 
 // Environment is the stacks of one environment: the platform stack, named after the environment, and, when its stack
@@ -518,27 +518,21 @@ func (e *Environment) checkPlacement(ctx context.Context) (map[string]int, error
 	return held, nil
 }
 
-// liveGroups is the group of the environment whose stack owns each tenant's namespace by its owner label
-// (platform.LiveGroups); a tenant whose namespace is missing or another's is left out, and all of them when the
-// platform stack has no cluster yet.
+// liveGroups is the group of the environment whose stack owns each tenant's namespace by its owner label, as the
+// program places tenants (platform.TenantOwners, platform.LiveGroups); a tenant whose namespace is missing or
+// another's is left out, and all of them when the platform stack has no cluster yet.
 func (e *Environment) liveGroups(ctx context.Context) (map[string]int, error) {
-	client := e.Stacks[0].clusterClient(ctx)
-	if client == nil {
+	cfg := e.Stacks[0].clusterConfig(ctx)
+	if cfg == nil {
 		return nil, nil
 	}
-	labelled, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: naming.StackLabel})
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	owners, err := platform.TenantOwners(ctx, meta)
 	if err != nil {
 		return nil, fmt.Errorf("reading the owners of the tenants' namespaces: %w", err)
-	}
-	ownerOf := map[string]string{}
-	for _, ns := range labelled.Items {
-		ownerOf[ns.Name] = ns.Labels[naming.StackLabel]
-	}
-	owners := map[string]string{}
-	for _, t := range e.Stacks[0].args.TenantNames() {
-		if owner, ok := ownerOf[naming.Namespace(t)]; ok {
-			owners[t] = owner
-		}
 	}
 	return platform.LiveGroups(owners, projectName, e.Name()), nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -22,10 +23,10 @@ import (
 // owner.go), so they are recorded again; sweepUnrecorded removes the others, which a tenant taken out of the config
 // in between would otherwise leave behind, still carrying the group's owner label.
 
-// clusterObject is an object of the cluster as the sweep sees it: its metadata only.
+// clusterObject is a namespace or cluster-scoped object as the sweep sees it: its metadata only.
 type clusterObject struct {
-	Group, Kind, Namespace, Name string
-	Created                      time.Time
+	Group, Kind, Name string
+	Created           time.Time
 	// Dependent objects have owner references: a controller made them (an EndpointSlice copies its Service's labels),
 	// and they go with their owner.
 	Dependent   bool
@@ -37,22 +38,11 @@ type clusterObject struct {
 }
 
 // key is the object as a state records it: the API group (empty for the core group) and the kind from the
-// resource's type token, and its ID, `namespace/name` or `name`. The version is left out, since the same object may
-// be recorded under another one.
-func (o clusterObject) key() string {
-	id := o.Name
-	if o.Namespace != "" {
-		id = o.Namespace + "/" + o.Name
-	}
-	return o.Group + "/" + o.Kind + "/" + id
-}
+// resource's type token, and its ID, which is the name of a cluster-scoped object. The version is left out, since the
+// same object may be recorded under another one.
+func (o clusterObject) key() string { return o.Group + "/" + o.Kind + "/" + o.Name }
 
-func (o clusterObject) String() string {
-	if o.Namespace != "" {
-		return fmt.Sprintf("%s %s/%s", o.Kind, o.Namespace, o.Name)
-	}
-	return o.Kind + " " + o.Name
-}
+func (o clusterObject) String() string { return o.Kind + " " + o.Name }
 
 // recordedKeys are the clusterObject keys of the Kubernetes objects a state holds. A type token is
 // kubernetes:<group>/<version>:<Kind>, core/v1 for the core group (pulumi-kubernetes v4.32.0 provider/pkg/kinds).
@@ -96,42 +86,35 @@ func unrecorded(objects []clusterObject, recorded func(key string) bool, since t
 	return remove, keep
 }
 
-// sweptKinds are the kinds a sweep lists: the namespace, and the cluster-scoped kinds the program creates (those its
-// ownership check guards, naming.Kind*, and the vCluster chart's ClusterRole and binding). Objects inside a
-// namespace are left to it: removing a namespace removes them, and a namespace that stays is a tenant's, whose objects
-// a controller may have labelled after a Service (Endpoints copy its labels and name no owner). No other kind is
-// listed: an API that serves the same objects under another group (OpenShift's Projects are Namespaces) would make
-// them look unrecorded, and a labelled PersistentVolume may hold a disk.
-var sweptKinds = []struct {
-	kind     string
-	resource schema.GroupVersionResource
-}{
-	{naming.KindNamespace, schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}},
-	{naming.KindFlowSchema, schema.GroupVersionResource{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "flowschemas"}},
-	{naming.KindPriorityLevel, schema.GroupVersionResource{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "prioritylevelconfigurations"}},
-	{naming.KindPolicy, schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}},
-	{naming.KindPolicyBinding, schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}},
-	{naming.KindDeviceClass, schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}},
-	{"ClusterRole", schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}},
-	{"ClusterRoleBinding", schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}},
+// sweptKinds are the kinds a sweep lists, with their resources: the cluster-scoped kinds the program creates, those
+// its ownership check guards (the namespace among them, platform.OwnedKinds) and the vCluster chart's ClusterRole and
+// binding. Objects inside a namespace are left to it: removing a namespace removes them, and a namespace that stays
+// is a tenant's, whose objects a controller may have labelled after a Service (Endpoints copy its labels and name no
+// owner). No other kind is listed: an API that serves the same objects under another group (OpenShift's Projects are
+// Namespaces) would make them look unrecorded, and a labelled PersistentVolume may hold a disk.
+func sweptKinds() map[string]schema.GroupVersionResource {
+	kinds := platform.OwnedKinds()
+	kinds["ClusterRole"] = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
+	kinds["ClusterRoleBinding"] = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}
+	return kinds
 }
 
 // labelledObjects lists the objects of sweptKinds that carry owner as naming.StackLabel.
 func labelledObjects(ctx context.Context, meta metadata.Interface, owner string) ([]clusterObject, error) {
 	var objects []clusterObject
-	for _, k := range sweptKinds {
-		items, err := meta.Resource(k.resource).List(ctx, metav1.ListOptions{LabelSelector: naming.StackLabel + "=" + owner})
+	for kind, resource := range sweptKinds() {
+		items, err := meta.Resource(resource).List(ctx, metav1.ListOptions{LabelSelector: naming.StackLabel + "=" + owner})
 		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
 			// Not served, or not listable with the stack's credentials, which then could not have created one either.
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("listing %s labelled %s=%s: %w", k.resource.Resource, naming.StackLabel, owner, err)
+			return nil, fmt.Errorf("listing %s labelled %s=%s: %w", resource.Resource, naming.StackLabel, owner, err)
 		}
 		for _, item := range items.Items {
-			objects = append(objects, clusterObject{Group: k.resource.Group, Kind: k.kind, Name: item.Name,
+			objects = append(objects, clusterObject{Group: resource.Group, Kind: kind, Name: item.Name,
 				Created: item.CreationTimestamp.Time, Dependent: len(item.OwnerReferences) > 0,
-				Terminating: item.DeletionTimestamp != nil, resource: k.resource, uid: item.UID,
+				Terminating: item.DeletionTimestamp != nil, resource: resource, uid: item.UID,
 				resourceVersion: item.ResourceVersion})
 		}
 	}
