@@ -36,6 +36,17 @@ type GPUPool struct {
 	Labels map[string]string
 	// Taint keeps workloads without a matching toleration off the pool.
 	Taint Taint
+	// Tenant is the one tenant whose pods the pool runs, "" when every tenant shares it (PoolSpec.Tenant).
+	Tenant string
+}
+
+// Taints are every taint the pool's nodes carry: Taint, and the dedicated taint of its tenant.
+func (p GPUPool) Taints() []Taint {
+	out := []Taint{p.Taint}
+	if p.Tenant != "" {
+		out = append(out, DedicatedTaint(p.Tenant))
+	}
+	return out
 }
 
 // Cluster is the contract every flavour returns.
@@ -108,7 +119,8 @@ var StandardClaimStatusWriters = []string{
 	"system:kube-controller-manager",
 }
 
-// GPUTaints are the distinct taints of the GPU pools, in pool order: what GPU workloads must tolerate.
+// GPUTaints are the distinct taints of the GPU pools, in pool order: what GPU workloads must tolerate. A dedicated
+// pool's taint is not among them: only its tenant's pods tolerate it (GPUPool.Taints).
 func (c *Cluster) GPUTaints() []Taint { return DistinctTaints(c.GPUPools) }
 
 // DistinctTaints lists the pools' taints once each, in pool order.

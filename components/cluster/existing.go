@@ -60,10 +60,10 @@ func ExistingPoolContract(p ExistingPoolSpec) (GPUPool, bool) {
 	if !ok {
 		return GPUPool{}, false
 	}
-	return GPUPool{
+	return p.Dedicate(GPUPool{
 		Name: p.Name, Model: m, GPUsPerNode: max(1, p.GPUsPerNode), MIGProfile: p.Partition, MaxNodes: p.Max(),
 		Labels: GPUNodeLabels(p.Name), Taint: GPUTaint,
-	}, true
+	}), true
 }
 
 // Validate checks the pools (at poolsPath); the kubeconfig is the caller's to check, since it may come from a

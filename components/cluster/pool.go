@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -37,8 +38,25 @@ type PoolSpec struct {
 	Name string `json:"name"`
 	// Partition is the MIG profile the pool's GPUs are split into, or "" for whole GPUs.
 	Partition string `json:"partition"`
+	// Tenant dedicates the pool to one tenant: its nodes carry DedicatedTaint(Tenant), which only that tenant's pods
+	// may tolerate, and that tenant's pods run on its dedicated pools only. "" shares the pool among every tenant.
+	Tenant string `json:"tenant"`
 	// MinNodes defaults to 0 (GPU pools scale to zero), MaxNodes to max(1, MinNodes).
 	NodeBounds
+}
+
+// Dedicate gives pool, a flavour's contract for this spec, the spec's tenant: the label its nodes carry for it.
+func (p PoolSpec) Dedicate(pool GPUPool) GPUPool {
+	if p.Tenant != "" {
+		pool.Tenant = p.Tenant
+		pool.Labels[naming.DedicatedNodeKey] = p.Tenant
+	}
+	return pool
+}
+
+// DedicatedTaint is the taint of the nodes of the pools dedicated to tenant.
+func DedicatedTaint(tenant string) Taint {
+	return Taint{Key: naming.DedicatedNodeKey, Value: tenant, Effect: "NoSchedule"}
 }
 
 // Min and Max are the node bounds after defaults.

@@ -143,7 +143,7 @@ func NewDriver(ctx *pulumi.Context, name string, args *DriverArgs, opts ...pulum
 		}
 		before = append(before, prereqs...)
 	case cluster.Scaleway:
-		patch, err := configureGPUOperator(ctx, name, d)
+		patch, err := configureGPUOperator(ctx, name, d, cfg.GPUPools)
 		if err != nil {
 			return nil, err
 		}

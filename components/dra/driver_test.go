@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
@@ -32,8 +33,11 @@ func dependsOn(t *testing.T, rec *mocktest.Recorder, typ, name string) []string 
 var (
 	a100Pool = cluster.GPUPool{Name: "a100", Model: cluster.A100x40GB, GPUsPerNode: 1, MaxNodes: 1, Taint: cluster.GPUTaint,
 		Labels: cluster.GPUNodeLabels("a100")}
-	dedicatedPool = cluster.GPUPool{Name: "l4", Model: cluster.L4, GPUsPerNode: 1, MaxNodes: 1,
-		Taint: cluster.Taint{Key: "gpu-tenancy.io/dedicated", Value: "l4", Effect: "NoExecute"}}
+	reservedPool = cluster.GPUPool{Name: "l4", Model: cluster.L4, GPUsPerNode: 1, MaxNodes: 1,
+		Taint: cluster.Taint{Key: "example.com/reserved", Value: "l4", Effect: "NoExecute"}}
+	tenantPool = cluster.GPUPool{Name: "a100-legal", Model: cluster.A100x40GB, GPUsPerNode: 1, MaxNodes: 1, Taint: cluster.GPUTaint,
+		Tenant: "legal-ai"}
+	everyTenantsPool = map[string]any{"key": naming.DedicatedNodeKey, "operator": "Exists", "effect": "NoSchedule"}
 )
 
 func run(t *testing.T, args *DriverArgs) *mocktest.Recorder {
@@ -113,10 +117,12 @@ func TestKubeletPluginToleratesPoolTaints(t *testing.T) {
 	}{
 		{"no pools keep the chart default", nil, []any{chartDefault}},
 		{"the GPU taint is covered by the chart default", []cluster.GPUPool{a100Pool}, []any{chartDefault}},
-		{"a custom pool taint is added with its value", []cluster.GPUPool{a100Pool, dedicatedPool}, []any{chartDefault,
-			map[string]any{"key": "gpu-tenancy.io/dedicated", "operator": "Equal", "value": "l4", "effect": "NoExecute"}}},
-		{"a taint shared by two pools is tolerated once", []cluster.GPUPool{dedicatedPool, dedicatedPool}, []any{chartDefault,
-			map[string]any{"key": "gpu-tenancy.io/dedicated", "operator": "Equal", "value": "l4", "effect": "NoExecute"}}},
+		{"a custom pool taint is added with its value", []cluster.GPUPool{a100Pool, reservedPool}, []any{chartDefault,
+			map[string]any{"key": "example.com/reserved", "operator": "Equal", "value": "l4", "effect": "NoExecute"}}},
+		{"a taint shared by two pools is tolerated once", []cluster.GPUPool{reservedPool, reservedPool}, []any{chartDefault,
+			map[string]any{"key": "example.com/reserved", "operator": "Equal", "value": "l4", "effect": "NoExecute"}}},
+		{"the pools dedicated to tenants are tolerated, whichever tenant", []cluster.GPUPool{a100Pool, tenantPool},
+			[]any{chartDefault, everyTenantsPool}},
 		{"a valueless taint is tolerated with Exists", []cluster.GPUPool{{Name: "h100",
 			Taint: cluster.Taint{Key: "example.com/h100", Effect: "NoSchedule"}}}, []any{chartDefault,
 			map[string]any{"key": "example.com/h100", "operator": "Exists", "effect": "NoSchedule"}}},
@@ -174,7 +180,7 @@ func TestGKEPrerequisitesPrecedeRelease(t *testing.T) {
 }
 
 func TestGKEQuotaCountsAtLeastOneNodePerPool(t *testing.T) {
-	rec := run(t, &DriverArgs{Flavour: cluster.GKE, GPUPools: []cluster.GPUPool{a100Pool, dedicatedPool}})
+	rec := run(t, &DriverArgs{Flavour: cluster.GKE, GPUPools: []cluster.GPUPool{a100Pool, reservedPool}})
 	quota, err := rec.Get(quotaType, "dra-critical-pods")
 	require.NoError(t, err)
 	assert.Equal(t, "5", quota.Inputs["spec"].ObjectValue()["hard"].ObjectValue()["pods"].StringValue())
@@ -195,9 +201,19 @@ func TestScalewayConfiguresTheGPUOperatorFirst(t *testing.T) {
 		map[string]any{"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "false"},
 		map[string]any{"name": "NVIDIA_RUNTIME_SET_AS_DEFAULT", "value": "false"},
 	}, at(t, spec, "toolkit", "env"), "image variables are ignored for unprivileged containers, and the NVIDIA runtime is never the default")
+	assert.NotContains(t, spec, "daemonsets", "the operator's own tolerations are left alone while no pool is dedicated")
 	assert.Contains(t, dependsOn(t, rec, chartType, "dra"), "dra-gpu-operator-device-plugin-off")
 	assert.Empty(t, rec.ByType(quotaType))
 	assert.Empty(t, rec.ByType(configType))
+}
+
+func TestScalewayGPUOperatorRunsOnDedicatedPools(t *testing.T) {
+	rec := run(t, &DriverArgs{Flavour: cluster.Scaleway, GPUPools: []cluster.GPUPool{a100Pool, tenantPool}})
+	patch, err := rec.Get(patchType, "dra-gpu-operator-device-plugin-off")
+	require.NoError(t, err)
+	spec := patch.Inputs["spec"].Mappable().(map[string]any)
+	assert.Equal(t, []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, everyTenantsPool},
+		at(t, spec, "daemonsets", "tolerations"), "the operator's default toleration, kept, and every dedicated pool's")
 }
 
 func TestExistingClusterHasNoCloudPrerequisites(t *testing.T) {

@@ -3,6 +3,7 @@ package dra
 import (
 	"fmt"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
@@ -17,6 +18,16 @@ type clusterPolicySpec struct {
 	DevicePlugin enabled       `json:"devicePlugin"`
 	CDI          enabled       `json:"cdi"`
 	Toolkit      toolkitValues `json:"toolkit"`
+	// DaemonSets is set only when a pool is dedicated to a tenant, so that the operator's driver, toolkit and
+	// validator run on its nodes too.
+	DaemonSets *daemonSetsValues `json:"daemonsets,omitempty"`
+}
+
+// daemonSetsValues are the tolerations of every DaemonSet of the GPU Operator (NVIDIA/gpu-operator
+// api/nvidia/v1/clusterpolicy_types.go DaemonsetsSpec). The list is applied whole, so it repeats the chart's own
+// default, the GPU taint (deployments/gpu-operator/values.yaml daemonsets.tolerations).
+type daemonSetsValues struct {
+	Tolerations []toleration `json:"tolerations"`
 }
 
 type toolkitValues struct {
@@ -50,9 +61,12 @@ var toolkitEnv = []envVar{
 // keeps this change across pool and cluster upgrades, that its operator names the ClusterPolicy "cluster-policy", and
 // that Scaleway sets no toolkit.env entries of its own: server-side apply of a list without merge keys replaces it
 // whole. Destroying the patch gives up the fields without restoring what was there.
-func configureGPUOperator(ctx *pulumi.Context, name string, d *Driver) (*apiextensions.CustomResourcePatch, error) {
-	spec, err := helmchart.Values(clusterPolicySpec{DevicePlugin: enabled{Enabled: false}, CDI: enabled{Enabled: true},
-		Toolkit: toolkitValues{Env: toolkitEnv}})
+func configureGPUOperator(ctx *pulumi.Context, name string, d *Driver, pools []cluster.GPUPool) (*apiextensions.CustomResourcePatch, error) {
+	policy := clusterPolicySpec{DevicePlugin: enabled{Enabled: false}, CDI: enabled{Enabled: true}, Toolkit: toolkitValues{Env: toolkitEnv}}
+	if anyDedicated(pools) {
+		policy.DaemonSets = &daemonSetsValues{Tolerations: []toleration{chartDefaultToleration, dedicatedToleration}}
+	}
+	spec, err := helmchart.Values(policy)
 	if err != nil {
 		return nil, fmt.Errorf("encoding GPU Operator ClusterPolicy patch: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 )
 
 // values are the dra-driver-nvidia-gpu chart values this project sets; every other key keeps the chart default.
@@ -50,8 +51,11 @@ func (t toleration) tolerates(taint cluster.Taint) bool {
 	return t.Operator == "Exists" || t.Value == taint.Value
 }
 
+// dedicatedToleration lets a platform DaemonSet onto the pools dedicated to any tenant.
+var dedicatedToleration = toleration{Key: naming.DedicatedNodeKey, Operator: "Exists", Effect: "NoSchedule"}
+
 // kubeletPluginTolerations lets the kubelet plugin onto every GPU pool: the chart default plus one toleration per
-// pool taint it does not already cover.
+// pool taint it does not already cover, and every dedicated pool's taint.
 func kubeletPluginTolerations(pools []cluster.GPUPool) []toleration {
 	out := []toleration{chartDefaultToleration}
 	for _, taint := range cluster.DistinctTaints(pools) {
@@ -64,7 +68,14 @@ func kubeletPluginTolerations(pools []cluster.GPUPool) []toleration {
 		}
 		out = append(out, t)
 	}
+	if anyDedicated(pools) {
+		out = append(out, dedicatedToleration)
+	}
 	return out
+}
+
+func anyDedicated(pools []cluster.GPUPool) bool {
+	return slices.ContainsFunc(pools, func(p cluster.GPUPool) bool { return p.Tenant != "" })
 }
 
 func driverValues(cfg *DriverArgs) values {

@@ -81,7 +81,7 @@ func PoolContract(p GPUPoolSpec) (cluster.GPUPool, bool) {
 	labels := cluster.GPUNodeLabels(p.Name)
 	labels[NoDefaultDevicePluginLabel] = "true"
 	labels[DRADriverLabel] = "true"
-	return cluster.GPUPool{
+	return p.Dedicate(cluster.GPUPool{
 		Name:        p.Name,
 		Model:       acc.model,
 		GPUsPerNode: gpusOf(p.MachineType),
@@ -89,5 +89,5 @@ func PoolContract(p GPUPoolSpec) (cluster.GPUPool, bool) {
 		MaxNodes:    p.Max(),
 		Labels:      labels,
 		Taint:       cluster.GPUTaint,
-	}, true
+	}), true
 }

@@ -28,6 +28,9 @@ const (
 	ManagedBy      = "gpu-tenancy"
 	// PoolLabel names the GPU pool a node belongs to.
 	PoolLabel = "gpu-tenancy.io/pool"
+	// DedicatedNodeKey is the label and the NoSchedule taint, valued with the tenant's name, of the nodes of a pool
+	// dedicated to one tenant: only that tenant's pods may tolerate it.
+	DedicatedNodeKey = "gpu-tenancy.io/dedicated"
 )
 
 // NamespacePrefix prefixes each tenant's host namespace (see Namespace).

@@ -260,6 +260,27 @@ func (c *PlatformArgs) GPUPools() []cluster.GPUPool {
 	return out
 }
 
+// poolSpecs are the chosen cloud's pools as config gives them, in config order, each as what every flavour's pool has
+// in common.
+func (c *PlatformArgs) poolSpecs() []cluster.PoolSpec {
+	var out []cluster.PoolSpec
+	switch c.Cloud {
+	case cluster.GKE:
+		for _, p := range c.GKE.GPUPools {
+			out = append(out, p.PoolSpec)
+		}
+	case cluster.Scaleway:
+		for _, p := range c.Scaleway.GPUPools {
+			out = append(out, p.PoolSpec)
+		}
+	case cluster.Existing:
+		for _, p := range c.Existing.GPUPools {
+			out = append(out, p.PoolSpec)
+		}
+	}
+	return out
+}
+
 // WithDefaults returns the args with what they leave out filled in, with each component's documented defaults. It is
 // the one place defaults are applied: the stack config loader and NewPlatform both call it, and it is idempotent.
 func (c PlatformArgs) WithDefaults() PlatformArgs {

@@ -256,6 +256,6 @@ func (l *liveCluster) cachedImageExposure(ctx context.Context) string {
 	}
 	return fmt.Sprintf("kubelets older than 1.35 do not check the image-pull credentials of cached images "+
 		"(KubeletEnsureSecretPulledImages), so a tenant can run another tenant's private image cached on a node they share: "+
-		"%s; upgrade those nodes, or give tenants with private images node pools of their own (docs/threat-model.md, "+
+		"%s; upgrade those nodes, or give tenants with private images pools of their own (gpuPools[].tenant; docs/threat-model.md, "+
 		"\"Shared nodes\")", strings.Join(old, ", "))
 }

@@ -200,10 +200,16 @@ func (c *PlatformArgs) tenantShared(cl *cluster.Cluster) tenantShared {
 	shared := tenantShared{
 		vcluster:    c.VCluster,
 		tolerations: cl.GPUTaints(),
+		dedicated:   map[string]bool{},
 		network: tenancy.NetworkArgs{
 			// Cilium gives the API server an identity that ipBlock rules do not match (tenancy.NetworkArgs).
 			CiliumAPIServerAccess: cl.Flavour == cluster.Scaleway && c.Scaleway.CNI == "cilium",
 		},
+	}
+	for _, p := range cl.GPUPools {
+		if p.Tenant != "" {
+			shared.dedicated[p.Tenant] = true
+		}
 	}
 	if c.PlatformEnabled() {
 		shared.platform = &vcluster.PlatformConnection{Host: c.Platform.Host, Project: vcluster.DefaultProject}
@@ -388,6 +394,8 @@ type tenantShared struct {
 	platform    *vcluster.PlatformConnection
 	accessKeys  map[string]Secret
 	tolerations []cluster.Taint
+	// dedicated are the tenants with pools of their own.
+	dedicated map[string]bool
 }
 
 // newTenant builds a tenant's host-side guard rails and, when tenants get one, its vCluster. Both are protected, and
@@ -414,6 +422,7 @@ func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantArgs, opts ...pulu
 		Chart:              s.vcluster.Chart,
 		ClassSelectorLabel: naming.ClassTenantLabel(t.Name),
 		GPUTolerations:     s.tolerations,
+		Dedicated:          s.dedicated[t.Name],
 		ControlPlane:       t.VCluster,
 		KubeconfigServer:   s.vcluster.ServerFor(t.Name),
 		Platform:           s.platform,
@@ -450,6 +459,17 @@ var cloudClusters = map[cluster.Flavour]struct {
 	cluster.Scaleway: {"kapsule", "Kapsule", func(c *PlatformArgs) any { return &c.Scaleway }},
 }
 
+// sharingTenants are the tenants without GPU pools of their own (PoolSpec.Tenant), whose pods share nodes.
+func (c *PlatformArgs) sharingTenants() []string {
+	var out []string
+	for _, t := range c.Tenants {
+		if !slices.ContainsFunc(c.poolSpecs(), func(p cluster.PoolSpec) bool { return p.Tenant == t.Name }) {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
 // exposures are what the config leaves open that a guard cannot close (docs/threat-model.md, "Shared nodes"), said
 // on every preview and up.
 func (c *PlatformArgs) exposures() []string {
@@ -461,11 +481,12 @@ func (c *PlatformArgs) exposures() []string {
 		version, key = c.Scaleway.WithDefaults().KubernetesVersion, "scaleway.kubernetesVersion"
 	}
 	var said []string
-	if version == "1.34" || strings.HasPrefix(version, "1.34.") {
+	if shared := c.sharingTenants(); len(shared) > 1 && (version == "1.34" || strings.HasPrefix(version, "1.34.")) {
 		said = append(said, fmt.Sprintf("%s is %s: its kubelets do not check image-pull credentials of cached images "+
-			"(KubeletEnsureSecretPulledImages is alpha and off before 1.35), so a tenant can run another tenant's private image "+
-			"cached on a node they share; use 1.35, or node pools of their own for tenants with private images "+
-			"(docs/threat-model.md, \"Shared nodes\")", c.Keys.Path(key), version))
+			"(KubeletEnsureSecretPulledImages is alpha and off before 1.35), so tenants %s, which share nodes, can run each "+
+			"other's private images cached on them; use 1.35, or give tenants with private images pools of their own (%s) "+
+			"(docs/threat-model.md, \"Shared nodes\")", c.Keys.Path(key), version, strings.Join(shared, ", "),
+			c.Keys.Path(keyGPUPools).Child("tenant")))
 	}
 	if c.Cloud == cluster.Scaleway && c.Scaleway.WithDefaults().CNI == "calico" {
 		var open []string

@@ -11,6 +11,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/gke"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/scaleway"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
@@ -244,6 +245,30 @@ func TestKubeconfigServerIsPerTenant(t *testing.T) {
 	}
 }
 
+// A pool dedicated to a tenant reaches every part that must know: its node pool's taint (the cloud's tests), the
+// tenant's vCluster (its pods tolerate that taint and select those nodes), and no other tenant's vCluster.
+func TestADedicatedPoolIsItsTenantsOnly(t *testing.T) {
+	pools := `[{"name":"a100-whole","machineType":"a2-highgpu-1g","accelerator":"nvidia-tesla-a100","tenant":"legal-ai"},
+		{"name":"a100-mig","machineType":"a2-highgpu-1g","accelerator":"nvidia-tesla-a100","partition":"1g.5gb"}]`
+	rec, err := runStack(t, "gke-dev", map[string]string{"gpu-tenancy:gpuPools": pools})
+	require.NoError(t, err)
+	dedication := func(tenant string) (tolerations, selector any) {
+		release, err := rec.Get("kubernetes:helm.sh/v4:Chart", tenant)
+		require.NoError(t, err)
+		values := release.Inputs["values"].Mappable().(map[string]any)
+		sync := values["sync"].(map[string]any)
+		tolerations = sync["toHost"].(map[string]any)["pods"].(map[string]any)["enforceTolerations"]
+		selector = sync["fromHost"].(map[string]any)["nodes"]
+		return tolerations, selector
+	}
+	tolerations, selector := dedication("legal-ai")
+	assert.Equal(t, []any{"nvidia.com/gpu=present:NoSchedule", naming.DedicatedNodeKey + "=legal-ai:NoSchedule"}, tolerations)
+	assert.Equal(t, map[string]any{"selector": map[string]any{"labels": map[string]any{naming.DedicatedNodeKey: "legal-ai"}}}, selector)
+	tolerations, selector = dedication("research-ai")
+	assert.Equal(t, []any{"nvidia.com/gpu=present:NoSchedule"}, tolerations, "another tenant never tolerates legal-ai's pool")
+	assert.Nil(t, selector)
+}
+
 func TestVirtualClusterWaitsForItsTenantGuardRails(t *testing.T) {
 	rec, err := runStack(t, "gke-dev", nil)
 	require.NoError(t, err)
@@ -386,10 +411,18 @@ func TestTheExposuresOfTheConfigAreSaid(t *testing.T) {
 		args PlatformArgs
 		want []string
 	}{
-		{"GKE on 1.34", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.34"}},
-			[]string{"gke.kubernetesVersion is 1.34", "private image"}},
-		{"Kapsule on a 1.34 patch", PlatformArgs{Cloud: cluster.Scaleway, Scaleway: scaleway.ClusterArgs{KubernetesVersion: "1.34.2"}},
-			[]string{"scaleway.kubernetesVersion is 1.34.2", "private image"}},
+		{"GKE on 1.34", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.34"}, Tenants: []TenantArgs{tenant("team-a"), tenant("team-b")}},
+			[]string{"gke.kubernetesVersion is 1.34", "tenants team-a, team-b, which share nodes", "private images", "gpuPools.tenant"}},
+		{"Kapsule on a 1.34 patch", PlatformArgs{Cloud: cluster.Scaleway, Scaleway: scaleway.ClusterArgs{KubernetesVersion: "1.34.2"},
+			Tenants: []TenantArgs{tenant("team-a"), tenant("team-b")}},
+			[]string{"scaleway.kubernetesVersion is 1.34.2", "private images"}},
+		{"GKE on 1.34 names only the tenants that share nodes", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.34",
+			GPUPools: []gke.GPUPoolSpec{{PoolSpec: cluster.PoolSpec{Name: "a", Tenant: "team-a"}}}},
+			Tenants: []TenantArgs{tenant("team-a"), tenant("team-b"), tenant("team-c")}},
+			[]string{"tenants team-b, team-c, which share nodes"}},
+		{"GKE on 1.34 with one tenant sharing, whom no other meets", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.34",
+			GPUPools: []gke.GPUPoolSpec{{PoolSpec: cluster.PoolSpec{Name: "a", Tenant: "team-a"}}}},
+			Tenants: []TenantArgs{tenant("team-a"), tenant("team-b")}}, nil},
 		{"GKE's default version", PlatformArgs{Cloud: cluster.GKE}, nil},
 		{"GKE on 1.35", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.35"}}, nil},
 		{"an existing cluster, whose kubelets the program does not configure", PlatformArgs{Cloud: cluster.Existing}, nil},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
@@ -41,6 +42,7 @@ func (c *PlatformArgs) Validate() field.ErrorList {
 	errs = append(errs, tenancy.ValidateClassOwners(path(keyGPUClasses), c.GPUClasses, c.Grants())...)
 	errs = append(errs, validateClassesHavePools(c, path)...)
 	errs = append(errs, validateTenants(c, path)...)
+	errs = append(errs, validateDedicatedPools(c, path)...)
 	if c.DRAEnabled() {
 		driver := c.driverArgs(c.GPUPools(), c.driverRoot())
 		errs = append(errs, driver.Validate(path(keyDRADriver), path(keyGPUPools))...)
@@ -168,6 +170,43 @@ func validateClassesHavePools(c *PlatformArgs, path func(string) *field.Path) fi
 		if !slices.ContainsFunc(pools, class.SelectsFrom) {
 			errs = append(errs, field.Invalid(path(keyGPUClasses).Index(i), class.Name, fmt.Sprintf(
 				"no GPU pool in %s can satisfy it: %s", path(keyGPUPools), class.Describe())))
+		}
+	}
+	return errs
+}
+
+// validateDedicatedPools refuses a pool dedicated to a tenant the config does not have, and a class granted to a tenant
+// with pools of its own that none of them can satisfy: that tenant's pods run on its own pools only.
+func validateDedicatedPools(c *PlatformArgs, path func(string) *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	names := c.TenantNames()
+	for i, spec := range c.poolSpecs() {
+		if spec.Tenant != "" && !slices.Contains(names, spec.Tenant) {
+			errs = append(errs, field.NotSupported(path(keyGPUPools).Index(i).Child("tenant"), spec.Tenant, names))
+		}
+	}
+	pools := c.GPUPools()
+	for i, t := range c.Tenants {
+		var own []string
+		for _, p := range pools {
+			if p.Tenant == t.Name {
+				own = append(own, p.Name)
+			}
+		}
+		if len(own) == 0 {
+			continue
+		}
+		for j, name := range t.Classes {
+			k := slices.IndexFunc(c.GPUClasses, func(g tenancy.GPUClass) bool { return g.Name == name })
+			if k < 0 {
+				continue // the grant's own error says why
+			}
+			class := c.GPUClasses[k]
+			if !slices.ContainsFunc(pools, func(p cluster.GPUPool) bool { return p.Tenant == t.Name && class.SelectsFrom(p) }) {
+				errs = append(errs, field.Invalid(path(keyTenants).Index(i).Child("classes").Index(j), name, fmt.Sprintf(
+					"tenant %s runs on its own pools only (%s), and none of them can satisfy it: %s",
+					t.Name, strings.Join(own, ", "), class.Describe())))
+			}
 		}
 	}
 	return errs

@@ -63,7 +63,7 @@ func PoolContract(p GPUPoolSpec) (cluster.GPUPool, bool) {
 	if p.Partition != "" {
 		labels[MIGConfigLabel] = "all-" + p.Partition
 	}
-	return cluster.GPUPool{
+	return p.Dedicate(cluster.GPUPool{
 		Name:        p.Name,
 		Model:       nt.model,
 		GPUsPerNode: nt.gpus,
@@ -71,5 +71,5 @@ func PoolContract(p GPUPoolSpec) (cluster.GPUPool, bool) {
 		MaxNodes:    p.Max(),
 		Labels:      labels,
 		Taint:       cluster.GPUTaint,
-	}, true
+	}), true
 }

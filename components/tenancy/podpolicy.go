@@ -215,8 +215,10 @@ const DefaultMaxTenantPriority = 0
 
 // podPlacementPolicy keeps tenant pods where the platform places them:
 //   - tolerations only of the taints listed (the GPU pools', those Kubernetes adds itself, and those the platform
-//     adds); a toleration without a key tolerates every taint, MaintenanceTaint among them. Tolerations may be added
-//     to a running pod, so updates are checked too;
+//     adds), and of the dedicated taint (naming.DedicatedNodeKey) with the pod's own tenant as its value: an Exists
+//     toleration of that key, or another tenant's value, would put the pod on the pools dedicated to other tenants. A
+//     toleration without a key tolerates every taint, MaintenanceTaint among them. Tolerations may be added to a
+//     running pod, so updates are checked too;
 //   - no spec.nodeName at creation: a pod bound on creation skips the scheduler, and the kubelet enforces only
 //     NoExecute taints (kubernetes v1.34.4 pkg/kubelet/lifecycle/predicate.go), so NoSchedule taints would not stop
 //     it. vCluster leaves it empty unless its own scheduler is on, which the platform never turns on;
@@ -243,8 +245,10 @@ func podPlacementPolicy(tolerableTaints, priorityClasses, schedulers []string, m
 			{"newTolerations", `object.spec.?tolerations.orValue([])
 	.filter(t, variables.created || !(t in oldObject.spec.?tolerations.orValue([])))`},
 			{"refusedTolerations", `variables.newTolerations
-	.filter(t, !(t.?key.orValue('') in $TOLERABLE))
-	.map(t, t.?key.orValue('') == '' ? '(every taint)' : t.key)`},
+	.filter(t, !(t.?key.orValue('') in $TOLERABLE) && !(t.?key.orValue('') == $DEDICATED &&
+		t.?operator.orValue('Equal') == 'Equal' && t.?value.orValue('') == variables.tenant))
+	.map(t, t.?key.orValue('') == '' ? '(every taint)' :
+		t.key == $DEDICATED ? t.key + (t.?operator.orValue('Equal') == 'Exists' ? ' (every tenant)' : '=' + t.?value.orValue('')) : t.key)`},
 			{"nodeName", `variables.created ? object.spec.?nodeName.orValue('') : ''`},
 			{"scheduler", `variables.created ? object.spec.?schedulerName.orValue($DEFAULT_SCHEDULER) : $DEFAULT_SCHEDULER`},
 			{"priorityClass", `variables.created ? object.spec.?priorityClassName.orValue('') : ''`},
@@ -261,7 +265,8 @@ func podPlacementPolicy(tolerableTaints, priorityClasses, schedulers []string, m
 			{
 				expression: `size(variables.refusedTolerations) == 0`,
 				message: `'tenant ' + variables.tenant + ': pod ' + object.metadata.name + ' tolerates taints ' +
-	variables.refusedTolerations.join(', ') + '; tenant pods may tolerate only ' + $TOLERABLE.join(', ')`,
+	variables.refusedTolerations.join(', ') + '; tenant pods may tolerate only ' + $TOLERABLE.join(', ') +
+	', and ' + $DEDICATED + '=' + variables.tenant + ' of the pools dedicated to their own tenant'`,
 			},
 			{
 				expression: `variables.nodeName == ''`,
@@ -289,6 +294,7 @@ func podPlacementPolicy(tolerableTaints, priorityClasses, schedulers []string, m
 		},
 		literals: map[string]string{
 			"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "TOLERABLE": celList(tolerableTaints),
+			"DEDICATED":        celString(naming.DedicatedNodeKey),
 			"PRIORITY_CLASSES": celList(priorityClasses), "DEFAULT_SCHEDULER": celString(DefaultScheduler),
 			"SCHEDULERS":   celList(uniqueSorted(append([]string{DefaultScheduler}, schedulers...))),
 			"MAX_PRIORITY": fmt.Sprint(maxPriority),

@@ -57,6 +57,15 @@ type podSyncValues struct {
 
 type syncFromHostValues struct {
 	DeviceClasses deviceClassSyncValues `json:"deviceClasses"`
+	Nodes         *nodeSyncValues       `json:"nodes,omitempty"`
+}
+
+type nodeSyncValues struct {
+	Selector nodeSelectorValues `json:"selector"`
+}
+
+type nodeSelectorValues struct {
+	Labels map[string]string `json:"labels"`
 }
 
 type deviceClassSyncValues struct {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/toolbin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -125,16 +126,20 @@ func TestVClusterReadsTheSettingsAsTheProgramMeansThem(t *testing.T) {
 	args := tenantArgs(func(a *VirtualClusterArgs) {
 		a.PodSecurity = "restricted"
 		a.GPUTolerations = []cluster.Taint{cluster.GPUTaint}
+		a.Dedicated = true
 		a.Platform = &PlatformConnection{Host: "platform.example.com", Project: DefaultProject}
 		a.KubeconfigServer = "https://team-a.vc.example.com"
 	})
 	values := releasedValues(t, args)
 	cfg := effectiveConfig(t, args.Tenant, values)
 	for path, want := range map[string]any{
-		"policies.podSecurityStandard":        "restricted",
-		"platform.apiKey.secretName":          APIKeySecretName,
-		"exportKubeConfig.server":             "https://team-a.vc.example.com",
-		"sync.toHost.pods.enforceTolerations": []any{enforcedToleration(cluster.GPUTaint)},
+		"policies.podSecurityStandard": "restricted",
+		"platform.apiKey.secretName":   APIKeySecretName,
+		"exportKubeConfig.server":      "https://team-a.vc.example.com",
+		"sync.toHost.pods.enforceTolerations": []any{enforcedToleration(cluster.GPUTaint),
+			enforcedToleration(cluster.DedicatedTaint(args.Tenant))},
+		// The pod syncer sets these labels as every host pod's node selector (pkg/controllers/resources/pods/syncer.go).
+		"sync.fromHost.nodes.selector.labels": map[string]any{naming.DedicatedNodeKey: args.Tenant},
 	} {
 		got, ok := lookup(cfg, path)
 		assert.True(t, ok, "%s is not in vCluster's config", path)

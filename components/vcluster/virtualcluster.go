@@ -176,6 +176,11 @@ type VirtualClusterArgs struct {
 	ClassSelectorLabel string
 	// GPUTolerations are added to every pod the vCluster syncs to the host, so GPU workloads reach tainted GPU nodes.
 	GPUTolerations []cluster.Taint
+	// Dedicated puts every pod the vCluster syncs on the pools dedicated to the tenant (cluster.PoolSpec.Tenant): each
+	// tolerates their taint and selects their nodes. vCluster sets the selector on each host pod it creates
+	// (loft-sh/vcluster v0.36.1 pkg/controllers/resources/pods/syncer.go, sync.fromHost.nodes.selector.labels), which
+	// works without syncing the nodes themselves.
+	Dedicated bool
 	// ControlPlane sizes the control plane; empty fields keep the chart defaults.
 	ControlPlane ControlPlane
 	// KubeconfigServer is the server URL written into the exported kubeconfig; empty keeps vCluster's
@@ -307,9 +312,14 @@ func virtualClusterValues(a *VirtualClusterArgs) vclusterValues {
 			Selector: labelSelector{MatchLabels: map[string]string{a.ClassSelectorLabel: "true"}},
 		}},
 	}}
-	if len(a.GPUTolerations) > 0 {
+	tolerations := a.GPUTolerations
+	if a.Dedicated {
+		tolerations = append(slices.Clone(tolerations), cluster.DedicatedTaint(a.Tenant))
+		v.Sync.FromHost.Nodes = &nodeSyncValues{Selector: nodeSelectorValues{Labels: map[string]string{naming.DedicatedNodeKey: a.Tenant}}}
+	}
+	if len(tolerations) > 0 {
 		pods := &podSyncValues{}
-		for _, t := range a.GPUTolerations {
+		for _, t := range tolerations {
 			pods.EnforceTolerations = append(pods.EnforceTolerations, enforcedToleration(t))
 		}
 		v.Sync.ToHost.Pods = pods

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
@@ -74,6 +75,21 @@ func TestVirtualClusterEnforcesGPUTolerations(t *testing.T) {
 			assert.Equal(t, tc.want, got.Sync.ToHost.Pods)
 		})
 	}
+}
+
+func TestVirtualClusterPutsADedicatedTenantOnItsOwnPools(t *testing.T) {
+	got := tenantValues(t, tenantArgs(func(a *VirtualClusterArgs) {
+		a.GPUTolerations = []cluster.Taint{cluster.GPUTaint}
+		a.Dedicated = true
+	}))
+	assert.Equal(t, &podSyncValues{EnforceTolerations: []string{"nvidia.com/gpu=present:NoSchedule",
+		naming.DedicatedNodeKey + "=" + tenantArgs(nil).Tenant + ":NoSchedule"}}, got.Sync.ToHost.Pods,
+		"its pods tolerate its own pools' taint, with its name as the value")
+	assert.Equal(t, &nodeSyncValues{Selector: nodeSelectorValues{Labels: map[string]string{naming.DedicatedNodeKey: tenantArgs(nil).Tenant}}},
+		got.Sync.FromHost.Nodes, "and select its own pools' nodes")
+
+	shared := tenantValues(t, tenantArgs(func(a *VirtualClusterArgs) { a.GPUTolerations = []cluster.Taint{cluster.GPUTaint} }))
+	assert.Nil(t, shared.Sync.FromHost.Nodes, "a tenant without pools of its own selects no nodes")
 }
 
 func TestVirtualClusterControlPlaneSizing(t *testing.T) {

@@ -136,6 +136,7 @@ func tolerating(class string, first bool, toleration resourcev1.DeviceToleration
 func attacksOn(tenant, class string) []attack {
 	everyDeviceTaint := resourcev1.DeviceToleration{Operator: resourcev1.DeviceTolerationOpExists}
 	faulty := resourcev1.DeviceToleration{Key: "gpu.nvidia.com/xid", Operator: resourcev1.DeviceTolerationOpExists}
+	other := map[string]string{legal: research, research: legal}[tenant]
 	return []attack{
 		{"the NVIDIA runtime class", tenancy.NodeDevicePolicy, "RuntimeClass nvidia is not one tenants may use",
 			createPod(func(p *corev1.Pod) { p.Spec.RuntimeClassName = ptr.To("nvidia") })},
@@ -153,6 +154,13 @@ func attacksOn(tenant, class string) []attack {
 		})},
 		{"a toleration of every taint", tenancy.PodPlacementPolicy, "tolerates taints (every taint)",
 			createPod(withTolerations(corev1.Toleration{Operator: corev1.TolerationOpExists}))},
+		{"the nodes dedicated to another tenant", tenancy.PodPlacementPolicy, naming.DedicatedNodeKey + "=" + other,
+			createPod(withTolerations(corev1.Toleration{Key: naming.DedicatedNodeKey, Operator: corev1.TolerationOpEqual, Value: other,
+				Effect: corev1.TaintEffectNoSchedule}))},
+		{"the nodes dedicated to another tenant, any effect", tenancy.PodPlacementPolicy, naming.DedicatedNodeKey + "=" + other,
+			createPod(withTolerations(corev1.Toleration{Key: naming.DedicatedNodeKey, Value: other}))},
+		{"the nodes dedicated to every tenant", tenancy.PodPlacementPolicy, naming.DedicatedNodeKey + " (every tenant)",
+			createPod(withTolerations(corev1.Toleration{Key: naming.DedicatedNodeKey, Operator: corev1.TolerationOpExists}))},
 		{"nodes under maintenance", tenancy.PodPlacementPolicy, tenancy.MaintenanceTaint,
 			createPod(withTolerations(corev1.Toleration{Key: tenancy.MaintenanceTaint, Operator: corev1.TolerationOpExists}))},
 		{"a node picked past the scheduler", tenancy.PodPlacementPolicy, "names node gpu-a100-whole-0",
@@ -428,6 +436,14 @@ func rawPatch(ctx context.Context, as kubernetes.Interface, pt types.PatchType, 
 	return as.CoreV1().RESTClient().Patch(pt).AbsPath(path).Param("dryRun", "All").Body([]byte(body)).Do(ctx).Error()
 }
 
+// backstops are the refusals of a second layer that holds a vector without its guard too (defence in depth), by the
+// attack's name: without the guard, the attempt must meet its backstop instead of being admitted.
+var backstops = map[string]string{
+	// The quota counts a claim of every matching device as the most a claim may hold, 32 devices
+	// (k8s: pkg/quota/v1/evaluator/core/resource_claims.go, AllocationResultsMaxSize), above research-ai's quota.
+	"every matching device": "exceeded quota: " + naming.TenantQuota,
+}
+
 // checkEachGuardIsWhatRefuses removes one guard's binding at a time and sees the attack it stops admitted, then puts
 // the binding back: each refusal above is that guard's, and would not happen without it.
 func checkEachGuardIsWhatRefuses(t *testing.T, ctx context.Context) {
@@ -435,11 +451,11 @@ func checkEachGuardIsWhatRefuses(t *testing.T, ctx context.Context) {
 	// research-ai has room in its device quota, so a claim the entitlement policy would refuse is admitted without it.
 	syncer, _ := syncerOf(t, ctx, research)
 	ns := naming.Namespace(research)
-	byGuard := map[string]attack{}
+	// Every variant of every vector, not one per guard: a variant that another guard or layer also refuses would be
+	// no evidence that this guard is what holds it.
+	byGuard := map[string][]attack{}
 	for _, a := range attacksOn(research, slice) {
-		if _, ok := byGuard[a.guard]; !ok {
-			byGuard[a.guard] = a
-		}
+		byGuard[a.guard] = append(byGuard[a.guard], a)
 	}
 	holder, err := client.CoreV1().Pods(ns).Get(ctx, "slice-a", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -453,11 +469,13 @@ func checkEachGuardIsWhatRefuses(t *testing.T, ctx context.Context) {
 			return rawPatch(ctx, as, types.MergePatchType, podPath+"/status", `{"status":{"phase":"Failed"}}`)
 		},
 	} {
-		byGuard[guard] = attack{name: guard, guard: guard, try: try}
+		byGuard[guard] = []attack{{name: guard, guard: guard, try: try}}
 	}
-	for guard, a := range byGuard {
+	for guard, attacks := range byGuard {
 		t.Run(guard, func(t *testing.T) {
-			requireDenied(t, a.try(ctx, syncer, ns), guard)
+			for _, a := range attacks {
+				requireDenied(t, a.try(ctx, syncer, ns), guard)
+			}
 			bindings := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
 			saved, err := bindings.Get(ctx, guard, metav1.GetOptions{})
 			require.NoError(t, err)
@@ -472,16 +490,26 @@ func checkEachGuardIsWhatRefuses(t *testing.T, ctx context.Context) {
 			}
 			defer restore()
 			within(t, ctx, 20*time.Second, func() error {
-				if err := a.try(ctx, syncer, ns); err != nil {
-					return errorf("still refused without %s: %v", guard, err)
+				for _, a := range attacks {
+					err := a.try(ctx, syncer, ns)
+					if backstop := backstops[a.name]; backstop != "" {
+						if err == nil || !strings.Contains(err.Error(), backstop) || strings.Contains(err.Error(), guard) {
+							return errorf("%s without %s: want only its backstop (%s), got %v", a.name, guard, backstop, err)
+						}
+						continue
+					}
+					if err != nil {
+						return errorf("%s still refused without %s: %v", a.name, guard, err)
+					}
 				}
 				return nil
 			})
 			restore()
 			within(t, ctx, 20*time.Second, func() error {
-				err := a.try(ctx, syncer, ns)
-				if err == nil || !strings.Contains(err.Error(), guard) {
-					return errorf("not refused by %s again: %v", guard, err)
+				for _, a := range attacks {
+					if err := a.try(ctx, syncer, ns); err == nil || !strings.Contains(err.Error(), guard) {
+						return errorf("%s not refused by %s again: %v", a.name, guard, err)
+					}
 				}
 				return nil
 			})

@@ -192,6 +192,12 @@ func legitimateFor(class string) []legitimate {
 					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name",
 						Operator: corev1.NodeSelectorOpIn, Values: []string{simNodes()[0]}}}}}}}}
 			})},
+		{"a pod of a tenant with pools of its own, as its vCluster writes it", "vc:pkg/controllers/resources/pods/syncer.go (sync.fromHost.nodes.selector.labels as the node selector), pkg/util/toleration/toleration.go (enforceTolerations key=value:Effect is an Equal toleration)",
+			createPodAs(func(p *corev1.Pod, tenant string) {
+				p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: naming.DedicatedNodeKey, Operator: corev1.TolerationOpEqual,
+					Value: tenant, Effect: corev1.TaintEffectNoSchedule})
+				p.Spec.NodeSelector = map[string]string{naming.DedicatedNodeKey: tenant}
+			})},
 		{"a pod whose virtual class does not preempt", "vc:pkg/controllers/resources/priorityclasses/translate.go, pods/translate/translator.go",
 			func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {
 				marker := "vcluster-" + tenant + "-x-" + tenant

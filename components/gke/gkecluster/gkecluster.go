@@ -183,9 +183,14 @@ func controlPlaneArgs(args *gke.ClusterArgs, stack string) *container.ClusterArg
 
 func newGPUPool(ctx *pulumi.Context, name string, args *gke.ClusterArgs, p gke.GPUPoolSpec, contract cluster.GPUPool, stack string,
 	controlPlane *container.Cluster, parent pulumi.Resource) (*container.NodePool, error) {
-	effect, ok := taintEffects[contract.Taint.Effect]
-	if !ok {
-		return nil, fmt.Errorf("taint effect %q has no GKE spelling", contract.Taint.Effect)
+	var taints container.NodePoolNodeConfigTaintArray
+	for _, t := range contract.Taints() {
+		effect, ok := taintEffects[t.Effect]
+		if !ok {
+			return nil, fmt.Errorf("taint effect %q has no GKE spelling", t.Effect)
+		}
+		taints = append(taints, &container.NodePoolNodeConfigTaintArgs{
+			Key: pulumi.String(t.Key), Value: pulumi.String(t.Value), Effect: pulumi.String(effect)})
 	}
 	accelerator := &container.NodePoolNodeConfigGuestAcceleratorArgs{
 		Type:  pulumi.String(p.Accelerator),
@@ -216,11 +221,7 @@ func newGPUPool(ctx *pulumi.Context, name string, args *gke.ClusterArgs, p gke.G
 			ResourceLabels:         pulumi.ToStringMap(naming.CostLabels(stack, p.Name, contract.Model.Key)),
 			WorkloadMetadataConfig: gkeMetadata(),
 			KubeletConfig:          kubeletConfig(),
-			Taints: container.NodePoolNodeConfigTaintArray{&container.NodePoolNodeConfigTaintArgs{
-				Key:    pulumi.String(contract.Taint.Key),
-				Value:  pulumi.String(contract.Taint.Value),
-				Effect: pulumi.String(effect),
-			}},
+			Taints:                 taints,
 		},
 	}, pulumi.Parent(parent), ignoreNodeCounts(),
 		// The pool's name is fixed and accelerator changes force replacement: the old pool must go first. GPU quota

@@ -32,7 +32,7 @@ func testArgs() *gke.ClusterArgs {
 		GPUPools: []gke.GPUPoolSpec{
 			{PoolSpec: cluster.PoolSpec{Name: "a100", NodeBounds: cluster.NodeBounds{MinNodes: pulumi.IntRef(0), MaxNodes: pulumi.IntRef(2)}},
 				MachineType: "a2-highgpu-1g", Accelerator: "nvidia-tesla-a100", GPUCount: 1},
-			{PoolSpec: cluster.PoolSpec{Name: "a100-mig", Partition: "1g.5gb", NodeBounds: cluster.NodeBounds{MinNodes: pulumi.IntRef(1), MaxNodes: pulumi.IntRef(4)}},
+			{PoolSpec: cluster.PoolSpec{Name: "a100-mig", Partition: "1g.5gb", Tenant: "legal-ai", NodeBounds: cluster.NodeBounds{MinNodes: pulumi.IntRef(1), MaxNodes: pulumi.IntRef(4)}},
 				MachineType: "a2-highgpu-2g", Accelerator: "nvidia-tesla-a100"},
 		},
 	}
@@ -123,20 +123,24 @@ func TestGPUPools(t *testing.T) {
 				cfg := guestAccelerator(in)["gpuDriverInstallationConfig"].ObjectValue()
 				assert.Equal(t, "INSTALLATION_DISABLED", cfg["gpuDriverVersion"].StringValue())
 			}},
-			{"labels hand the GPUs to the DRA driver", func(t *testing.T) {
-				assert.Equal(t, map[string]any{
+			{"labels hand the GPUs to the DRA driver, and name the tenant of a dedicated pool", func(t *testing.T) {
+				want := map[string]any{
 					cluster.PoolLabel:              p.Name,
 					cluster.GPUPresentLabel:        "true",
 					gke.NoDefaultDevicePluginLabel: "true",
 					gke.DRADriverLabel:             "true",
-				}, at(in, "nodeConfig", "labels").Mappable())
+				}
+				if p.Tenant != "" {
+					want[naming.DedicatedNodeKey] = p.Tenant
+				}
+				assert.Equal(t, want, at(in, "nodeConfig", "labels").Mappable())
 			}},
-			{"taint in GKE casing", func(t *testing.T) {
-				taints := at(in, "nodeConfig", "taints").ArrayValue()
-				require.Len(t, taints, 1)
-				assert.Equal(t, map[string]any{
-					"key": cluster.GPUTaint.Key, "value": cluster.GPUTaint.Value, "effect": "NO_SCHEDULE",
-				}, taints[0].Mappable())
+			{"taints in GKE casing: the GPU taint, and a dedicated pool's tenant", func(t *testing.T) {
+				want := []any{map[string]any{"key": cluster.GPUTaint.Key, "value": cluster.GPUTaint.Value, "effect": "NO_SCHEDULE"}}
+				if p.Tenant != "" {
+					want = append(want, map[string]any{"key": naming.DedicatedNodeKey, "value": p.Tenant, "effect": "NO_SCHEDULE"})
+				}
+				assert.Equal(t, want, at(in, "nodeConfig", "taints").Mappable())
 			}},
 			{"autoscaling bounds", func(t *testing.T) {
 				assert.Equal(t, float64(p.Min()), at(in, "autoscaling", "minNodeCount").NumberValue())
@@ -384,6 +388,7 @@ func TestContract(t *testing.T) {
 		assert.Equal(t, "true", pool.Labels[gke.NoDefaultDevicePluginLabel])
 		// Pods tolerate taints in Kubernetes casing, whatever the GKE API spells.
 		assert.Equal(t, cluster.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: "NoSchedule"}, pool.Taint)
+		assert.Equal(t, p.Tenant, pool.Tenant, "the tenant a pool is dedicated to")
 	}
 }
 

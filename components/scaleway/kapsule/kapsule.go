@@ -86,11 +86,12 @@ func NewCluster(ctx *pulumi.Context, name string, args *scaleway.ClusterArgs, op
 		pa.Name = pulumi.String(p.Name)
 		pa.Labels = pulumi.ToStringMap(contract.Labels)
 		pa.Tags = pulumi.ToStringArray(scaleway.Tags(naming.CostLabels(stack, p.Name, contract.Model.Key)))
-		pa.Taints = kubernetes.PoolTaintArray{&kubernetes.PoolTaintArgs{
-			Key:    pulumi.String(contract.Taint.Key),
-			Value:  pulumi.String(contract.Taint.Value),
-			Effect: pulumi.String(contract.Taint.Effect),
-		}}
+		var taints kubernetes.PoolTaintArray
+		for _, t := range contract.Taints() {
+			taints = append(taints, &kubernetes.PoolTaintArgs{
+				Key: pulumi.String(t.Key), Value: pulumi.String(t.Value), Effect: pulumi.String(t.Effect)})
+		}
+		pa.Taints = taints
 		pool, err := kubernetes.NewPool(ctx, name+"-"+p.Name, pa, pulumi.Parent(comp), ignoreSize(),
 			// The pool's name is fixed and node type or zone changes force replacement: the old pool must go first.
 			// GPU quota rarely fits both at once anyway.

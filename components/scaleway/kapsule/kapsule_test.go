@@ -32,7 +32,7 @@ func testArgs() *scaleway.ClusterArgs {
 		SystemPool:                scaleway.SystemPoolArgs{NodeType: "PRO2-S", NodeBounds: cluster.NodeBounds{MinNodes: pulumi.IntRef(1), MaxNodes: pulumi.IntRef(3)}},
 		GPUPools: []scaleway.GPUPoolSpec{
 			{PoolSpec: cluster.PoolSpec{Name: "l4", NodeBounds: cluster.NodeBounds{MinNodes: pulumi.IntRef(0), MaxNodes: pulumi.IntRef(3)}}, NodeType: "L4-1-24G"},
-			{PoolSpec: cluster.PoolSpec{Name: "h100-mig", Partition: "1g.10gb", NodeBounds: cluster.NodeBounds{MinNodes: pulumi.IntRef(1), MaxNodes: pulumi.IntRef(2)}}, NodeType: "H100-1-80G"},
+			{PoolSpec: cluster.PoolSpec{Name: "h100-mig", Partition: "1g.10gb", Tenant: "legal-ai", NodeBounds: cluster.NodeBounds{MinNodes: pulumi.IntRef(1), MaxNodes: pulumi.IntRef(2)}}, NodeType: "H100-1-80G"},
 		},
 	}
 }
@@ -150,6 +150,9 @@ func TestGPUPools(t *testing.T) {
 				if p.Partition != "" {
 					want[scaleway.MIGConfigLabel] = "all-" + p.Partition
 				}
+				if p.Tenant != "" {
+					want[naming.DedicatedNodeKey] = p.Tenant
+				}
 				assert.Equal(t, want, in["labels"].Mappable())
 			}},
 			{"tagged with the stack, the pool and the GPU model", func(t *testing.T) {
@@ -157,10 +160,12 @@ func TestGPUPools(t *testing.T) {
 				assert.Equal(t, []any{naming.CostGPUModelKey + "=" + model, naming.CostPoolKey + "=" + p.Name, naming.CostStackKey + "=gpu-tenancy_test"},
 					in["tags"].Mappable())
 			}},
-			{"taint in Kubernetes casing", func(t *testing.T) {
-				assert.Equal(t, []any{map[string]any{
-					"key": cluster.GPUTaint.Key, "value": cluster.GPUTaint.Value, "effect": "NoSchedule",
-				}}, in["taints"].Mappable())
+			{"taints in Kubernetes casing: the GPU taint, and a dedicated pool's tenant", func(t *testing.T) {
+				want := []any{map[string]any{"key": cluster.GPUTaint.Key, "value": cluster.GPUTaint.Value, "effect": "NoSchedule"}}
+				if p.Tenant != "" {
+					want = append(want, map[string]any{"key": naming.DedicatedNodeKey, "value": p.Tenant, "effect": "NoSchedule"})
+				}
+				assert.Equal(t, want, in["taints"].Mappable())
 			}},
 			{"replaced by deleting first, size left to the autoscaler", func(t *testing.T) {
 				assert.True(t, reg.Request.GetDeleteBeforeReplace())
@@ -251,6 +256,7 @@ func TestContract(t *testing.T) {
 		assert.Equal(t, p.Max(), pool.MaxNodes)
 		assert.Equal(t, p.Name, pool.Labels[cluster.PoolLabel])
 		assert.Equal(t, cluster.GPUTaint, pool.Taint)
+		assert.Equal(t, p.Tenant, pool.Tenant, "the tenant a pool is dedicated to")
 	}
 }
 
