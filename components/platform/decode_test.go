@@ -413,6 +413,9 @@ func badConfigs() []badConfig {
 		{"tenant syncer as a claim status writer", goodGKE, func(tc testConfig) {
 			tc["admission"] = obj{"claimStatusWriters": list{"system:serviceaccount:vcluster-legal-ai:vc-legal-ai"}}
 		}, nil, "gpu-tenancy:admission.claimStatusWriters[0]", "never allocate devices themselves"},
+		{"the dedicated pools' taint as one every tenant may tolerate", goodGKE, func(tc testConfig) {
+			tc["admission"] = obj{"tolerableTaints": list{"gpu-tenancy.io/dedicated"}}
+		}, nil, "gpu-tenancy:admission.tolerableTaints[0]", "only that tenant's pods may tolerate it"},
 		{"unknown admission key", goodGKE, func(tc testConfig) { tc["admission"] = obj{"platformNamespace": list{"ml"}} }, nil,
 			"gpu-tenancy:admission.platformNamespace", `"platformNamespaces"`},
 		{"driver chart given twice", goodGKE, func(tc testConfig) {

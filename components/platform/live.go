@@ -231,31 +231,60 @@ func (l *liveCluster) checkGuards(ctx context.Context, c *PlatformArgs, platform
 
 var nodesResource = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 
-// cachedImageExposure is the warning for a cluster with nodes whose kubelets run a cached private image for
-// a pod without the credentials that pulled it: image-pull credential verification (KEP-2535,
-// KubeletEnsureSecretPulledImages) is on by default from Kubernetes 1.35 only (docs/threat-model.md, "Shared nodes").
-// Nodes the stack cannot list are said too: the exposure is then not known.
-func (l *liveCluster) cachedImageExposure(ctx context.Context) string {
+// nodeExposures are the warnings the nodes give (docs/threat-model.md, "Shared nodes"): kubelets that run a cached
+// private image for a pod without the credentials that pulled it, since image-pull credential verification (KEP-2535,
+// KubeletEnsureSecretPulledImages) is on by default from Kubernetes 1.35 only; and nodes labelled as a tenant's
+// dedicated pool without that pool's taint, where every tenant's pods can be scheduled next to that tenant's images
+// (the program taints the pools it builds; an existing cluster's nodes are the operator's to taint). Nodes the stack
+// cannot list are said too: the exposure is then not known.
+func (l *liveCluster) nodeExposures(ctx context.Context) []string {
 	nodes, err := l.dyn.Resource(nodesResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Sprintf("not checking the nodes' kubelet versions for cached private images (docs/threat-model.md, \"Shared "+
-			"nodes\"): %v", err)
+		return []string{fmt.Sprintf("not checking the nodes' kubelet versions and dedicated pools' taints (docs/threat-model.md, "+
+			"\"Shared nodes\"): %v", err)}
 	}
-	var old []string
+	var old, untainted []string
 	for _, n := range nodes.Items {
 		version, _, _ := unstructured.NestedString(n.Object, "status", "nodeInfo", "kubeletVersion")
 		if v, err := utilversion.ParseGeneric(version); err == nil && v.LessThan(utilversion.MajorMinor(1, 35)) {
 			old = append(old, n.GetName()+" ("+version+")")
 		}
+		if tenant := n.GetLabels()[naming.DedicatedNodeKey]; tenant != "" && !keepsOthersOff(n, tenant) {
+			untainted = append(untainted, n.GetName()+" ("+tenant+")")
+		}
 	}
-	if len(old) == 0 {
-		return ""
+	var out []string
+	if len(old) > 0 {
+		out = append(out, fmt.Sprintf("kubelets older than 1.35 do not check the image-pull credentials of cached images "+
+			"(KubeletEnsureSecretPulledImages), so a tenant can run another tenant's private image cached on a node they share: "+
+			"%s; upgrade those nodes, or give tenants with private images pools of their own (gpuPools[].tenant; "+
+			"docs/threat-model.md, \"Shared nodes\")", firstFew(old)))
 	}
-	if len(old) > 5 {
-		old = append(old[:5], fmt.Sprintf("and %d more", len(old)-5))
+	if len(untainted) > 0 {
+		out = append(out, fmt.Sprintf("nodes labelled %s as a tenant's own lack its NoSchedule taint %s=<tenant>, so every "+
+			"tenant's pods can be scheduled there, next to that tenant's images: %s; taint them (docs/threat-model.md, "+
+			"\"Shared nodes\")", naming.DedicatedNodeKey, naming.DedicatedNodeKey, firstFew(untainted)))
 	}
-	return fmt.Sprintf("kubelets older than 1.35 do not check the image-pull credentials of cached images "+
-		"(KubeletEnsureSecretPulledImages), so a tenant can run another tenant's private image cached on a node they share: "+
-		"%s; upgrade those nodes, or give tenants with private images pools of their own (gpuPools[].tenant; docs/threat-model.md, "+
-		"\"Shared nodes\")", strings.Join(old, ", "))
+	return out
+}
+
+// keepsOthersOff reports whether node carries the dedicated taint of tenant with an effect that keeps other pods off.
+func keepsOthersOff(node unstructured.Unstructured, tenant string) bool {
+	taints, _, _ := unstructured.NestedSlice(node.Object, "spec", "taints")
+	for _, t := range taints {
+		taint, _ := t.(map[string]any)
+		if taint["key"] == naming.DedicatedNodeKey && taint["value"] == tenant &&
+			(taint["effect"] == "NoSchedule" || taint["effect"] == "NoExecute") {
+			return true
+		}
+	}
+	return false
+}
+
+// firstFew joins the first five items and counts the rest.
+func firstFew(items []string) string {
+	if len(items) > 5 {
+		items = append(items[:5:5], fmt.Sprintf("and %d more", len(items)-5))
+	}
+	return strings.Join(items, ", ")
 }

@@ -362,6 +362,50 @@ func TestAMoveUnderWayStopsTheStacks(t *testing.T) {
 	}
 }
 
+// A node labelled as a tenant's dedicated pool without that tenant's taint is said: every tenant can be scheduled there.
+func TestDedicatedNodesWithoutTheirTaintAreSaid(t *testing.T) {
+	node := func(name, tenant string, taints ...map[string]any) map[string]any {
+		n := map[string]any{"apiVersion": "v1", "kind": "Node",
+			"metadata": map[string]any{"name": name, "labels": map[string]any{naming.DedicatedNodeKey: tenant}},
+			"status":   map[string]any{"nodeInfo": map[string]any{"kubeletVersion": "v1.35.0"}}}
+		if len(taints) > 0 {
+			list := make([]any, len(taints))
+			for i, t := range taints {
+				list[i] = t
+			}
+			n["spec"] = map[string]any{"taints": list}
+		}
+		return n
+	}
+	taint := func(value, effect string) map[string]any {
+		return map[string]any{"key": naming.DedicatedNodeKey, "value": value, "effect": effect}
+	}
+	for name, c := range map[string]struct {
+		node map[string]any
+		said bool
+	}{
+		"labelled and tainted for the tenant":        {node("gpu-a", "team-a", taint("team-a", "NoSchedule")), false},
+		"tainted NoExecute":                          {node("gpu-a", "team-a", taint("team-a", "NoExecute")), false},
+		"labelled, no taint":                         {node("gpu-a", "team-a"), true},
+		"tainted for another tenant":                 {node("gpu-a", "team-a", taint("team-b", "NoSchedule")), true},
+		"tainted PreferNoSchedule, which keeps none": {node("gpu-a", "team-a", taint("team-a", "PreferNoSchedule")), true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			f.lists["/api/v1/nodes"] = []map[string]any{c.node}
+			l, err := connect(f.kubeconfig())
+			require.NoError(t, err)
+			got := strings.Join(l.nodeExposures(t.Context()), "\n")
+			if !c.said {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Contains(t, got, "gpu-a (team-a)")
+			assert.Contains(t, got, "lack its NoSchedule taint")
+		})
+	}
+}
+
 // An existing cluster's nodes are read for kubelets that run cached private images without checking credentials.
 func TestKubeletsOlderThan135AreSaid(t *testing.T) {
 	node := func(name, version string) map[string]any {
@@ -388,7 +432,7 @@ func TestKubeletsOlderThan135AreSaid(t *testing.T) {
 			if strings.Contains(c.want, "not checking") {
 				f.server.Close()
 			}
-			got := l.cachedImageExposure(t.Context())
+			got := strings.Join(l.nodeExposures(t.Context()), "\n")
 			if c.want == "" {
 				assert.Empty(t, got)
 				return

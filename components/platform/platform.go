@@ -279,7 +279,7 @@ func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig
 		}
 		return "", err
 	}
-	if w := l.cachedImageExposure(goctx); w != "" {
+	for _, w := range l.nodeExposures(goctx) {
 		warn(w)
 	}
 	if c.TenantGroups > 0 {

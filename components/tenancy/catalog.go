@@ -161,6 +161,8 @@ func (a AdmissionArgs) Validate(path *field.Path, tenants []string) field.ErrorL
 	}
 	errs = append(errs, validateTaintKeys(path.Child("tolerableTaints"), a.TolerableTaints, map[string]string{
 		MaintenanceTaint: "it keeps tenant pods off nodes under maintenance or quarantine: no tenant may tolerate it",
+		naming.DedicatedNodeKey: "it keeps every other tenant off the pools dedicated to a tenant (gpuPools[].tenant): " +
+			"only that tenant's pods may tolerate it, with their own tenant's name",
 	})...)
 	errs = append(errs, validateTaintKeys(path.Child("tolerableDeviceTaints"), a.TolerableDeviceTaints, nil)...)
 	for i, w := range a.ClaimStatusWriters {

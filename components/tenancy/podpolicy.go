@@ -216,7 +216,8 @@ const DefaultMaxTenantPriority = 0
 // podPlacementPolicy keeps tenant pods where the platform places them:
 //   - tolerations only of the taints listed (the GPU pools', those Kubernetes adds itself, and those the platform
 //     adds), and of the dedicated taint (naming.DedicatedNodeKey) with the pod's own tenant as its value: an Exists
-//     toleration of that key, or another tenant's value, would put the pod on the pools dedicated to other tenants. A
+//     toleration of that key, or another tenant's value, would put the pod on the pools dedicated to other tenants, so
+//     that key is judged by this rule alone, whatever the lists hold (AdmissionArgs.Validate refuses it there too). A
 //     toleration without a key tolerates every taint, MaintenanceTaint among them. Tolerations may be added to a
 //     running pod, so updates are checked too;
 //   - no spec.nodeName at creation: a pod bound on creation skips the scheduler, and the kubelet enforces only
@@ -245,8 +246,9 @@ func podPlacementPolicy(tolerableTaints, priorityClasses, schedulers []string, m
 			{"newTolerations", `object.spec.?tolerations.orValue([])
 	.filter(t, variables.created || !(t in oldObject.spec.?tolerations.orValue([])))`},
 			{"refusedTolerations", `variables.newTolerations
-	.filter(t, !(t.?key.orValue('') in $TOLERABLE) && !(t.?key.orValue('') == $DEDICATED &&
-		t.?operator.orValue('Equal') == 'Equal' && t.?value.orValue('') == variables.tenant))
+	.filter(t, t.?key.orValue('') == $DEDICATED ?
+		!(t.?operator.orValue('Equal') == 'Equal' && t.?value.orValue('') == variables.tenant) :
+		!(t.?key.orValue('') in $TOLERABLE))
 	.map(t, t.?key.orValue('') == '' ? '(every taint)' :
 		t.key == $DEDICATED ? t.key + (t.?operator.orValue('Equal') == 'Exists' ? ' (every tenant)' : '=' + t.?value.orValue('')) : t.key)`},
 			{"nodeName", `variables.created ? object.spec.?nodeName.orValue('') : ''`},

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -174,6 +175,12 @@ func TestPodsArePlacedByTheScheduler(t *testing.T) {
 			gpu), nil},
 		{"the platform's maintenance taint", tolerating(corev1.Toleration{Key: MaintenanceTaint, Operator: corev1.TolerationOpExists}),
 			[]string{"tolerates taints " + MaintenanceTaint}},
+		{"its own tenant's dedicated pools, as its vCluster writes the toleration", tolerating(gpu, corev1.Toleration{Key: naming.DedicatedNodeKey,
+			Operator: corev1.TolerationOpEqual, Value: "team-a", Effect: corev1.TaintEffectNoSchedule}), nil},
+		{"another tenant's dedicated pools", tolerating(corev1.Toleration{Key: naming.DedicatedNodeKey, Value: "team-b",
+			Effect: corev1.TaintEffectNoSchedule}), []string{"tolerates taints " + naming.DedicatedNodeKey + "=team-b"}},
+		{"every tenant's dedicated pools", tolerating(corev1.Toleration{Key: naming.DedicatedNodeKey, Operator: corev1.TolerationOpExists}),
+			[]string{"tolerates taints " + naming.DedicatedNodeKey + " (every tenant)"}},
 		{"a quarantine taint", tolerating(corev1.Toleration{Key: "example.com/quarantine", Value: "x", Effect: corev1.TaintEffectNoExecute}),
 			[]string{"example.com/quarantine"}},
 		{"a node picked at creation", func(p *corev1.Pod) { p.Spec.NodeName = "gpu-a100-whole-0" },

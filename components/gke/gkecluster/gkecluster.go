@@ -226,7 +226,11 @@ func newGPUPool(ctx *pulumi.Context, name string, args *gke.ClusterArgs, p gke.G
 	}, pulumi.Parent(parent), ignoreNodeCounts(),
 		// The pool's name is fixed and accelerator changes force replacement: the old pool must go first. GPU quota
 		// rarely fits both at once anyway.
-		pulumi.DeleteBeforeReplace(true))
+		pulumi.DeleteBeforeReplace(true),
+		// A pool given to a tenant, taken from one or handed to another gets new nodes: a taint changed in place
+		// evicts no running pod (NoSchedule) and leaves the nodes' image caches, so the last tenant's pods and images
+		// would stay on the new tenant's nodes (docs/threat-model.md, "Shared nodes").
+		pulumi.ReplaceOnChanges([]string{"nodeConfig.taints"}))
 }
 
 // autoscaling bounds are per zone; the pools have one zone, so they are the pool's bounds.

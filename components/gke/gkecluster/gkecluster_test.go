@@ -171,6 +171,7 @@ func TestGPUPools(t *testing.T) {
 			{"replaced by deleting first", func(t *testing.T) {
 				assert.True(t, reg.Request.GetDeleteBeforeReplace())
 				assert.Subset(t, reg.Request.GetIgnoreChanges(), []string{"initialNodeCount", "nodeCount"})
+				assert.Equal(t, []string{"nodeConfig.taints"}, reg.Request.GetReplaceOnChanges(), "a change of tenant gets new nodes")
 			}},
 		}
 		for _, tc := range tests {

@@ -95,7 +95,10 @@ func NewCluster(ctx *pulumi.Context, name string, args *scaleway.ClusterArgs, op
 		pool, err := kubernetes.NewPool(ctx, name+"-"+p.Name, pa, pulumi.Parent(comp), ignoreSize(),
 			// The pool's name is fixed and node type or zone changes force replacement: the old pool must go first.
 			// GPU quota rarely fits both at once anyway.
-			pulumi.DeleteBeforeReplace(true))
+			pulumi.DeleteBeforeReplace(true),
+			// A pool given to a tenant, taken from one or handed to another gets new nodes: a taint changed in place
+			// evicts no running pod (NoSchedule) and leaves the nodes' image caches (docs/threat-model.md, "Shared nodes").
+			pulumi.ReplaceOnChanges([]string{"taints"}))
 		if err != nil {
 			return nil, fmt.Errorf("creating GPU pool %q of Kapsule cluster %q: %w", p.Name, name, err)
 		}

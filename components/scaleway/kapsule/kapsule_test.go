@@ -170,6 +170,7 @@ func TestGPUPools(t *testing.T) {
 			{"replaced by deleting first, size left to the autoscaler", func(t *testing.T) {
 				assert.True(t, reg.Request.GetDeleteBeforeReplace())
 				assert.Contains(t, reg.Request.GetIgnoreChanges(), "size")
+				assert.Equal(t, []string{"taints"}, reg.Request.GetReplaceOnChanges(), "a change of tenant gets new nodes")
 			}},
 		}
 		for _, tc := range tests {
