@@ -34,6 +34,7 @@ const usage = `usage: gpu-tenancy-env [flags] stacks|preview|up|refresh|destroy|
        gpu-tenancy-env [flags] move <env> <tenant>... -to <group> [-preview]`
 
 func main() {
+	environment.UseEngineGC()
 	fs := flag.NewFlagSet("gpu-tenancy-env", flag.ContinueOnError)
 	backend := fs.String("backend", "", "the state backend's URL (default $PULUMI_BACKEND_URL, else the project's backend.url)")
 	stackFile := fs.String("stack-file", "", "the environment's stack file (default <stackConfigDir>/Pulumi.<env>.yaml)")

@@ -2,6 +2,7 @@ package environment
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -32,6 +33,10 @@ type MovePlan struct {
 type TenantMove struct {
 	Tenant, From string
 	Resources    []string
+	// AlsoIn is the stack that still holds a copy of a tenant the destination holds whole: what a move killed between
+	// `pulumi state move`'s two writes (the destination's, then the source's) leaves. The move drops that copy from
+	// its state.
+	AlsoIn string
 }
 
 // Resources counts the resources the move hands over.
@@ -51,9 +56,13 @@ func (p MovePlan) String() string {
 			continue
 		}
 		if m.From == p.To {
+			also := ""
+			if m.AlsoIn != "" {
+				also = fmt.Sprintf("; its copy in %s's state, left by a move stopped between its two writes, is dropped from that state", m.AlsoIn)
+			}
 			lines = append(lines, fmt.Sprintf("tenant %s: already in %s's state (a move that did not finish, or none "+
-				"was needed); its group is recorded, and %s's up takes over whatever of it still carries another "+
-				"stack's owner label", m.Tenant, p.To, p.To))
+				"was needed)%s; its group is recorded, and %s's up takes over whatever of it still carries another "+
+				"stack's owner label", m.Tenant, p.To, also, p.To))
 			continue
 		}
 		types := map[string]int{}
@@ -107,7 +116,7 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 		defer unlock()
 	}
 	var dest *Stack
-	from := map[string]*Stack{}
+	holders := map[string][]*Stack{}
 	stateOf := map[*Stack][]stateResource{}
 	for _, s := range e.groupStacks() {
 		if g, _ := platform.PartOf(s.opts.Stack, e.groups).Group(); g == to && !e.leftover(s) {
@@ -120,17 +129,39 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 		stateOf[s] = res
 		held := tenantResources(res)
 		for _, t := range tenants {
-			if _, ok := held[t]; !ok {
-				continue
+			if _, ok := held[t]; ok {
+				holders[t] = append(holders[t], s)
 			}
-			if other, ok := from[t]; ok {
-				return plan, fmt.Errorf("tenant %s is held by both %s and %s: restore one from its backup first", t, other.opts.Stack, s.opts.Stack)
-			}
-			from[t] = s
 		}
 	}
 	if dest == nil {
 		return plan, fmt.Errorf("environment %s has no stack for group %d", e.Name(), to)
+	}
+	from := map[string]*Stack{}
+	// copies are the tenants the destination holds whole that another stack holds too, by that stack.
+	copies := map[*Stack][]string{}
+	for _, t := range tenants {
+		switch hs := holders[t]; {
+		case len(hs) == 1:
+			from[t] = hs[0]
+		case len(hs) == 2 && slices.Contains(hs, dest):
+			other := hs[0]
+			if other == dest {
+				other = hs[1]
+			}
+			if missing := notHeld(stateOf[dest], stateOf[other], t); len(missing) > 0 {
+				return plan, fmt.Errorf("tenant %s is held by both %s and %s, and %s's copy lacks %d of its resources (%s): "+
+					"restore one from its backup first", t, other.opts.Stack, dest.opts.Stack, dest.opts.Stack, len(missing), missing[0])
+			}
+			from[t] = dest
+			copies[other] = append(copies[other], t)
+		case len(hs) > 1:
+			names := make([]string, len(hs))
+			for i, h := range hs {
+				names[i] = h.opts.Stack
+			}
+			return plan, fmt.Errorf("tenant %s is held by %s: restore all but one from their backups first", t, strings.Join(names, " and "))
+		}
 	}
 	plan.To = dest.opts.Stack
 	// The tenants' top components, by source stack: every resource below them follows (state_move.go moves children
@@ -147,7 +178,13 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 		}
 		if src == dest {
 			resuming = true
-			plan.Moves = append(plan.Moves, TenantMove{Tenant: t, From: dest.opts.Stack})
+			m := TenantMove{Tenant: t, From: dest.opts.Stack}
+			for other, ts := range copies {
+				if slices.Contains(ts, t) {
+					m.AlsoIn = other.opts.Stack
+				}
+			}
+			plan.Moves = append(plan.Moves, m)
 			continue
 		}
 		urns := tenantResources(stateOf[src])[t]
@@ -171,7 +208,9 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 	}
 	involved := []*Stack{dest}
 	for _, s := range e.groupStacks() {
-		if _, ok := tops[s]; ok {
+		_, moving := tops[s]
+		_, copying := copies[s]
+		if moving || copying {
 			involved = append(involved, s)
 		}
 	}
@@ -213,6 +252,14 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 	}
 	dest.say("%s", plan)
 	for _, src := range involved[1:] {
+		if ts := copies[src]; len(ts) > 0 {
+			if err := src.dropTenants(ctx, backups[src], stateOf[src], ts); err != nil {
+				return plan, restore(err)
+			}
+		}
+		if len(tops[src]) == 0 {
+			continue
+		}
 		if _, err := dest.run(ctx, append([]string{"state", "move", "--source", src.opts.Stack, "--dest", dest.opts.Stack, "--yes"}, tops[src]...)...); err != nil {
 			return plan, restore(err)
 		}
@@ -253,6 +300,78 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 			dest.opts.Stack, err, e.Name(), strings.Join(tenants, " "), to)
 	}
 	return plan, nil
+}
+
+// notHeld are the resources of tenant in other's state that dest's state does not hold; none when dest holds the
+// tenant whole, as `pulumi state move` writes it to the destination before it writes the source (pulumi pkg v3.274.1
+// cmd/pulumi/state/state_move.go). The move rewrites URNs: the stack's name, and the parent types of the tenant's top
+// components, which it makes children of the stack (the program's NoParent alias maps them back on the next up), and
+// so of everything below them. Resources are compared by their own type and name, unique within a tenant.
+func notHeld(dest, other []stateResource, tenant string) []string {
+	inDest := map[string]bool{}
+	for _, urn := range tenantResources(dest)[tenant] {
+		inDest[typeAndName(urn)] = true
+	}
+	var missing []string
+	for _, urn := range tenantResources(other)[tenant] {
+		if !inDest[typeAndName(urn)] {
+			missing = append(missing, urn)
+		}
+	}
+	return missing
+}
+
+// typeAndName is a URN's own type (the last of its qualified type, urn:pulumi:<stack>::<project>::<parent
+// types>$<type>::<name>) and name.
+func typeAndName(urn string) string {
+	parts := strings.Split(urn, "::")
+	if len(parts) < 4 {
+		return urn
+	}
+	typ := parts[2]
+	return typ[strings.LastIndex(typ, "$")+1:] + "::" + strings.Join(parts[3:], "::")
+}
+
+// dropTenants removes the tenants' resources from the stack's state (state is its deployment as exported, res its
+// resources), touching nothing on the cluster: for the copy of a tenant another stack holds whole.
+func (s *Stack) dropTenants(ctx context.Context, state apitype.UntypedDeployment, res []stateResource, tenants []string) error {
+	drop := map[string]bool{}
+	held := tenantResources(res)
+	for _, t := range tenants {
+		for _, urn := range held[t] {
+			drop[urn] = true
+		}
+	}
+	var deployment map[string]json.RawMessage
+	if err := json.Unmarshal(state.Deployment, &deployment); err != nil {
+		return fmt.Errorf("stack %s: decoding its state: %w", s.opts.Stack, err)
+	}
+	var resources []json.RawMessage
+	if err := json.Unmarshal(deployment["resources"], &resources); err != nil {
+		return fmt.Errorf("stack %s: decoding its resources: %w", s.opts.Stack, err)
+	}
+	kept := resources[:0]
+	for _, raw := range resources {
+		var r struct {
+			URN string `json:"urn"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return fmt.Errorf("stack %s: decoding a resource: %w", s.opts.Stack, err)
+		}
+		if !drop[r.URN] {
+			kept = append(kept, raw)
+		}
+	}
+	var err error
+	if deployment["resources"], err = json.Marshal(kept); err != nil {
+		return err
+	}
+	if state.Deployment, err = json.Marshal(deployment); err != nil {
+		return err
+	}
+	s.say("%s: dropping from its state the copy of %s that a move stopped between its two writes left (%d resources; "+
+		"the destination holds them whole)", s.opts.Stack, strings.Join(tenants, ", "), len(resources)-len(kept))
+	return s.Import(ctx, state)
 }
 
 // recordGroups records group for each tenant in the environment's stack file.

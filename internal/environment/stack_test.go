@@ -64,3 +64,21 @@ func TestProgressOfEachStackIsPrefixedByLine(t *testing.T) {
 	assert.Equal(t, "[local tenants-1] Updating (local.tenants-1):\n[local tenants-1]  +  pulumi:pulumi:Stack creating\n", out.String())
 	assert.Nil(t, prefixed(nil, "local", "platform"), "no progress stays none")
 }
+
+// The engines get a larger heap goal unless the caller chose one, and a group's stack runs without checkpoints.
+func TestEngineEnvironment(t *testing.T) {
+	t.Run("a larger heap goal by default", func(t *testing.T) {
+		t.Setenv("GOGC", "")
+		require.NoError(t, os.Unsetenv("GOGC"))
+		assert.Equal(t, map[string]string{"GOGC": EngineGOGC}, engineEnv(Options{}))
+	})
+	t.Run("the caller's GOGC wins", func(t *testing.T) {
+		t.Setenv("GOGC", "100")
+		assert.NotContains(t, engineEnv(Options{}), "GOGC", "the processes inherit the caller's")
+	})
+	t.Run("a group without checkpoints, with the passphrase", func(t *testing.T) {
+		t.Setenv("GOGC", "100")
+		assert.Equal(t, map[string]string{"PULUMI_SKIP_CHECKPOINTS": "true", "PULUMI_CONFIG_PASSPHRASE": "p"},
+			engineEnv(Options{skipCheckpoints: true, Passphrase: "p"}))
+	})
+}

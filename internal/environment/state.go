@@ -22,6 +22,8 @@ type stateResource struct {
 	Protect bool   `json:"protect"`
 	Custom  bool   `json:"custom"`
 	ID      string `json:"id"`
+	// Outputs are the resource's outputs as last written, for the fields the environment reads (recordedNamespaces).
+	Outputs json.RawMessage `json:"outputs"`
 }
 
 // Type tokens of the components that hold a tenant: each is named after the tenant, and every object of the tenant is
@@ -134,11 +136,7 @@ func (s *Stack) unprotect(ctx context.Context, urns []string) error {
 
 // unprotectAll lifts the protection of every resource of the stack: for a destroy, which is the decision to delete
 // them all.
-func (s *Stack) unprotectAll(ctx context.Context) error {
-	res, err := s.resources(ctx)
-	if err != nil {
-		return err
-	}
+func (s *Stack) unprotectAll(ctx context.Context, res []stateResource) error {
 	var protected []string
 	for _, r := range res {
 		if r.Protect {

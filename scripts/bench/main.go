@@ -41,6 +41,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/internal/environment"
 )
 
 // parts in the order they run and print.
@@ -82,6 +84,8 @@ func (r reference) String() string {
 }
 
 func main() {
+	// The bench runs the environments as gpu-tenancy-env does.
+	environment.UseEngineGC()
 	only := flag.String("only", strings.Join(parts, ","), "comma-separated parts to run: "+strings.Join(parts, ", "))
 	planSizes := flag.String("plan-tenants", "10,100,1000", "tenant counts of the offline plan")
 	engineSizes := flag.String("engine-tenants", "10,40,100", "tenant counts of the engine runs")
