@@ -69,6 +69,46 @@ func with(base map[string]any, path string, v any) map[string]any {
 // deleted removes an entry in with.
 var deleted = &struct{}{}
 
+// --- dedicated-pool-taint ---------------------------------------------------------------------------------------
+
+func TestDedicatedPoolTaint(t *testing.T) {
+	gke := with(gkeGPUPool(), "nodeConfig.labels", map[string]any{dedicatedKey: "legal-ai"})
+	gke = with(gke, "nodeConfig.taints", []any{
+		map[string]any{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"},
+		map[string]any{"key": dedicatedKey, "value": "legal-ai", "effect": "NO_SCHEDULE"}})
+	kapsule := with(kapsuleGPUPool(), "labels", map[string]any{dedicatedKey: "legal-ai"})
+	kapsule = with(kapsule, "taints", []any{
+		map[string]any{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+		map[string]any{"key": dedicatedKey, "value": "legal-ai", "effect": "NoSchedule"}})
+	gpuOnly := func(effect string) []any {
+		return []any{map[string]any{"key": "nvidia.com/gpu", "value": "present", "effect": effect}}
+	}
+	runCases(t, checkDedicatedPoolTaint, []checkCase{
+		{name: "GKE pool labelled and tainted for its tenant", r: res(gkeNodePoolType, "gke-a100-legal", gke)},
+		{name: "GKE shared pool needs no dedicated taint", r: res(gkeNodePoolType, "gke-a100-whole", gkeGPUPool())},
+		{name: "GKE pool labelled for a tenant without its taint",
+			r:    res(gkeNodePoolType, "gke-a100-legal", with(gke, "nodeConfig.taints", gpuOnly("NO_SCHEDULE"))),
+			want: []string{"GKE node pool gke-a100-legal", "gpu-tenancy.io/dedicated=legal-ai", "every tenant's pods", `effect: "NO_SCHEDULE"`}},
+		{name: "GKE pool tainted for another tenant",
+			r: res(gkeNodePoolType, "gke-a100-legal", with(gke, "nodeConfig.taints", []any{
+				map[string]any{"key": dedicatedKey, "value": "research-ai", "effect": "NO_SCHEDULE"}})),
+			want: []string{"no taint gpu-tenancy.io/dedicated=legal-ai"}},
+		{name: "GKE pool with the tenant's taint at PREFER_NO_SCHEDULE",
+			r: res(gkeNodePoolType, "gke-a100-legal", with(gke, "nodeConfig.taints", []any{
+				map[string]any{"key": dedicatedKey, "value": "legal-ai", "effect": "PREFER_NO_SCHEDULE"}})),
+			want: []string{"gke-a100-legal"}},
+		{name: "GKE labels unknown: not applicable", r: res(gkeNodePoolType, "gke-a100-legal",
+			with(with(gke, "nodeConfig.labels", unknown), "nodeConfig.taints", deleted))},
+		{name: "GKE taint value unknown: not applicable", r: res(gkeNodePoolType, "gke-a100-legal", with(gke, "nodeConfig.taints", []any{
+			map[string]any{"key": dedicatedKey, "value": unknown, "effect": "NO_SCHEDULE"}}))},
+
+		{name: "Kapsule pool labelled and tainted for its tenant", r: res(kapsulePoolType, "kapsule-l4-legal", kapsule)},
+		{name: "Kapsule pool labelled for a tenant without its taint",
+			r:    res(kapsulePoolType, "kapsule-l4-legal", with(kapsule, "taints", gpuOnly("NoSchedule"))),
+			want: []string{"Kapsule pool kapsule-l4-legal", `effect: "NoSchedule"`}},
+	})
+}
+
 // --- gpu-pool-taint -----------------------------------------------------------------------------------------------
 
 func gkeGPUPool() map[string]any {

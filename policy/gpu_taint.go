@@ -79,7 +79,7 @@ func checkGPUPoolTaint(r resource) []violation {
 		return nil
 	}
 	taints, known := lookup(r.Props, taintsPath...)
-	if !known || findTaint(taints, gpuTaintKey, effect) != absent {
+	if !known || findTaint(taints, gpuTaintKey, "", effect) != absent {
 		return nil
 	}
 	field := strings.Join(taintsPath, ".")
@@ -92,4 +92,40 @@ func checkGPUPoolTaint(r resource) []violation {
 			"land on its GPU nodes: add {key: %q, value: %q, effect: %q} to %s (the pool contract's GPU taint, "+
 			"cluster.GPUTaint)",
 		what, r.Name, gpuTaintKey, effect, field, found, gpuTaintKey, gpuTaintValue, effect, field)}}
+}
+
+// dedicatedKey is the label and taint of a pool dedicated to one tenant (naming.DedicatedNodeKey,
+// components/naming/naming.go): the label draws that tenant's pods (its vCluster selects it), the NoSchedule taint keeps
+// every other tenant's off, since only that tenant's pods may tolerate it (components/tenancy podPlacementPolicy).
+const dedicatedKey = "gpu-tenancy.io/dedicated"
+
+// checkDedicatedPoolTaint: a node pool labelled as one tenant's carries that tenant's taint with effect NoSchedule
+// (GKE: nodeConfig.labels and nodeConfig.taints with NO_SCHEDULE; Kapsule: labels and taints with NoSchedule). The
+// label without the taint draws the tenant's pods onto nodes every other tenant may use too, next to its images.
+func checkDedicatedPoolTaint(r resource) []violation {
+	var labelsPath, taintsPath []string
+	var effect, what string
+	switch r.Type {
+	case gkeNodePoolType:
+		labelsPath, taintsPath, effect, what = []string{"nodeConfig", "labels"}, []string{"nodeConfig", "taints"}, gkeNoSchedule, "GKE node pool"
+	case kapsulePoolType:
+		labelsPath, taintsPath, effect, what = []string{"labels"}, []string{"taints"}, kubernetesNoSchedule, "Kapsule pool"
+	default:
+		return nil
+	}
+	labels, known := lookup(r.Props, labelsPath...)
+	tenant, isTenant := str(entries(labels)[dedicatedKey])
+	if !known || !isTenant {
+		return nil
+	}
+	taints, known := lookup(r.Props, taintsPath...)
+	if !known || findTaint(taints, dedicatedKey, tenant, effect) != absent {
+		return nil
+	}
+	field := strings.Join(taintsPath, ".")
+	return []violation{{URN: r.URN, Message: fmt.Sprintf(
+		"%s %s is labelled %s=%s, the pool of tenant %s alone, but has no taint %s=%s with effect %s in %s, so every "+
+			"tenant's pods can be scheduled on it, next to that tenant's images: add {key: %q, value: %q, effect: %q} "+
+			"to %s (cluster.DedicatedTaint)",
+		what, r.Name, dedicatedKey, tenant, tenant, dedicatedKey, tenant, effect, field, dedicatedKey, tenant, effect, field)}}
 }

@@ -34,6 +34,7 @@ var packVersion = semver.MustParse("0.1.0")
 // Policy names, as the engine reports violations and as --policy-pack-config keys them.
 const (
 	gpuPoolTaintPolicy          = "gpu-pool-taint"
+	dedicatedPoolTaintPolicy    = "dedicated-pool-taint"
 	vclusterClassSelectorPolicy = "vcluster-device-class-selector"
 	deviceClassOwnerPolicy      = "device-class-owner"
 	tenantNamespacePolicy       = "tenant-namespace-guard-rails"
@@ -56,6 +57,9 @@ func policies() []policyx.Policy {
 	return []policyx.Policy{
 		resourcePolicy(gpuPoolTaintPolicy, policyx.EnforcementLevelMandatory,
 			"GPU node pools carry the GPU taint nvidia.com/gpu with effect NoSchedule.", checkGPUPoolTaint),
+		resourcePolicy(dedicatedPoolTaintPolicy, policyx.EnforcementLevelMandatory,
+			"A node pool labelled as one tenant's (gpu-tenancy.io/dedicated) carries that tenant's NoSchedule taint.",
+			checkDedicatedPoolTaint),
 		resourcePolicy(vclusterClassSelectorPolicy, policyx.EnforcementLevelMandatory,
 			"A vCluster that syncs DeviceClasses from the host selects exactly its tenant's grant label.",
 			checkVClusterClassSelector),

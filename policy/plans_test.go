@@ -59,6 +59,7 @@ func TestCommittedPlans(t *testing.T) {
 			var advisory []violation
 			for _, r := range stack {
 				mandatory = append(mandatory, checkGPUPoolTaint(r)...)
+				mandatory = append(mandatory, checkDedicatedPoolTaint(r)...)
 				mandatory = append(mandatory, checkVClusterClassSelector(r)...)
 				mandatory = append(mandatory, checkDeviceClassOwner(r)...)
 				advisory = append(advisory, checkCostLabels(r)...)

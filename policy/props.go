@@ -85,8 +85,8 @@ const (
 )
 
 // findTaint looks in a list of taint objects ({key, value, effect}, as both pulumi-gcp's NodePoolNodeConfigTaint and
-// pulumi-scaleway's PoolTaint spell them) for one with this key and effect.
-func findTaint(taints property.Value, key, effect string) presence {
+// pulumi-scaleway's PoolTaint spell them) for one with this key and effect, and this value unless value is "".
+func findTaint(taints property.Value, key, value, effect string) presence {
 	if taints.IsComputed() {
 		return unknowable
 	}
@@ -99,13 +99,14 @@ func findTaint(taints property.Value, key, effect string) presence {
 		if !t.IsMap() {
 			continue
 		}
-		k, e := t.AsMap().Get("key"), t.AsMap().Get("effect")
+		k, v, e := t.AsMap().Get("key"), t.AsMap().Get("value"), t.AsMap().Get("effect")
 		keyMatches := k.IsComputed() || isString(k, key)
+		valueMatches := value == "" || v.IsComputed() || isString(v, value)
 		effectMatches := e.IsComputed() || isString(e, effect)
 		switch {
-		case isString(k, key) && isString(e, effect):
+		case isString(k, key) && (value == "" || isString(v, value)) && isString(e, effect):
 			return present
-		case keyMatches && effectMatches:
+		case keyMatches && valueMatches && effectMatches:
 			result = unknowable
 		}
 	}
