@@ -585,8 +585,19 @@ func (e *Environment) Destroy(ctx context.Context) (Changes, error) {
 	}
 	defer unlock()
 	changes := Changes{}
-	destroy := func(s *Stack) (map[string]int, error) {
-		res, err := s.Destroy(ctx)
+	if !e.onlyGroup {
+		// Recover runs a destroy of the whole environment again on every stack, and nothing else does.
+		done, err := e.begin(OpDestroy)
+		if err != nil {
+			return changes, err
+		}
+		defer func() {
+			if err == nil {
+				done()
+			}
+		}()
+	}
+	counted := func(res auto.DestroyResult, err error) (map[string]int, error) {
 		if res.Summary.ResourceChanges == nil {
 			return nil, err
 		}
@@ -596,60 +607,111 @@ func (e *Environment) Destroy(ctx context.Context) (Changes, error) {
 	if err != nil {
 		return changes, err
 	}
+	ahead, err := e.namespacesAhead(ctx)
+	if err != nil {
+		return changes, err
+	}
 	// A destroy mostly waits, for each tenant namespace to terminate, rather than computes: every group at once.
 	groupDestroy := func(s *Stack) (map[string]int, error) {
-		counts, err := destroy(s)
+		counts, err := counted(s.destroy(ctx, ahead[s]))
 		if err == nil {
 			err = sweep(s)
 		}
 		return counts, err
 	}
-	if err := e.eachGroupAtOnce(len(e.Stacks), groupDestroy, changes); err != nil || e.onlyGroup {
+	if err = e.eachGroupAtOnce(len(e.Stacks), groupDestroy, changes); err != nil || e.onlyGroup {
 		return changes, err
 	}
-	counts, err := destroy(e.Stacks[0])
+	var counts map[string]int
+	counts, err = counted(e.Stacks[0].Destroy(ctx))
 	changes.add(counts)
 	return changes, err
 }
 
-// Recover recovers every stack (Stack.Recover): for an up, the platform first; for a destroy, the groups first.
-func (e *Environment) Recover(ctx context.Context, op Op) error {
-	if op == "" {
-		for _, s := range e.Stacks {
-			if op = s.Interrupted(); op != "" {
-				break
+// namespacesAhead are the namespaces each group's destroy deletes ahead of its engine (deleteNamespacesFirst): those
+// its state records and no other stack's state does. A namespace another stack records too belongs to a move that did
+// not finish; a destroy of the whole environment leaves it to the engines, and a destroy of one group (-only) is
+// refused, since it would delete a tenant another group still holds.
+func (e *Environment) namespacesAhead(ctx context.Context) (map[*Stack][]recordedNamespace, error) {
+	recordedBy := map[string][]string{}
+	byStack := map[*Stack][]recordedNamespace{}
+	for _, s := range e.all {
+		res, err := s.resources(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, ns := range recordedNamespaces(res) {
+			recordedBy[ns.Name] = append(recordedBy[ns.Name], s.opts.Stack)
+			byStack[s] = append(byStack[s], ns)
+		}
+	}
+	out := map[*Stack][]recordedNamespace{}
+	for _, s := range e.groupStacks() {
+		for _, ns := range byStack[s] {
+			if len(recordedBy[ns.Name]) == 1 {
+				out[s] = append(out[s], ns)
+				continue
+			}
+			if e.onlyGroup {
+				return nil, fmt.Errorf("namespace %s is recorded by stacks %s: a move did not finish; finish it "+
+					"(gpu-tenancy-env move) before destroying %s alone", ns.Name, strings.Join(recordedBy[ns.Name], " and "), s.opts.Stack)
 			}
 		}
+	}
+	return out, nil
+}
+
+// Recover recovers every stack (Stack.Recover): for an up, the platform first; for a destroy, the groups first.
+func (e *Environment) Recover(ctx context.Context, op Op) error {
+	// Without an operation named, a destroy of the whole environment that was interrupted runs again on every stack;
+	// otherwise each stack runs again what it left unfinished itself, else up (Stack.Recover), so one group's own
+	// interrupted destroy (-only, or a leftover group's removal) never becomes the environment's.
+	whole := op
+	if whole == "" && !e.onlyGroup {
+		whole = e.interrupted()
 	}
 	unlock, err := e.lock(ctx, "recover")
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	recoverGroups := func() error {
-		sweep, err := e.sweeper(ctx)
-		if err != nil {
+	if whole == OpDestroy {
+		if err := e.recoverDestroy(ctx); err != nil || e.onlyGroup {
 			return err
 		}
-		return e.eachGroup(func(s *Stack) (map[string]int, error) {
-			if err := s.Recover(ctx, op); err != nil {
-				return nil, err
-			}
-			return nil, sweep(s)
-		}, Changes{})
-	}
-	if op == OpDestroy {
-		if err := recoverGroups(); err != nil || e.onlyGroup {
-			return err
+		if op == "" {
+			e.finished()
 		}
-		return e.Stacks[0].Recover(ctx, op)
+		return nil
 	}
 	if !e.onlyGroup {
 		if err := e.Stacks[0].Recover(ctx, op); err != nil {
 			return err
 		}
 	}
-	return recoverGroups()
+	return e.recoverGroups(ctx, op)
+}
+
+// recoverDestroy recovers a destroy: the groups first, then (unless -only) the platform.
+func (e *Environment) recoverDestroy(ctx context.Context) error {
+	if err := e.recoverGroups(ctx, OpDestroy); err != nil || e.onlyGroup {
+		return err
+	}
+	return e.Stacks[0].Recover(ctx, OpDestroy)
+}
+
+// recoverGroups recovers every group stack with op ("": each its own), sweeping each after.
+func (e *Environment) recoverGroups(ctx context.Context, op Op) error {
+	sweep, err := e.sweeper(ctx)
+	if err != nil {
+		return err
+	}
+	return e.eachGroup(func(s *Stack) (map[string]int, error) {
+		if err := s.Recover(ctx, op); err != nil {
+			return nil, err
+		}
+		return nil, sweep(s)
+	}, Changes{})
 }
 
 // eachGroup runs f on every group stack, Parallel at a time, adds what each returns to changes, and joins their

@@ -149,9 +149,9 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 			if other == dest {
 				other = hs[1]
 			}
-			if missing := notHeld(stateOf[dest], stateOf[other], t); len(missing) > 0 {
-				return plan, fmt.Errorf("tenant %s is held by both %s and %s, and %s's copy lacks %d of its resources (%s): "+
-					"restore one from its backup first", t, other.opts.Stack, dest.opts.Stack, dest.opts.Stack, len(missing), missing[0])
+			if differs := copyDiffers(stateOf[dest], stateOf[other], t); len(differs) > 0 {
+				return plan, fmt.Errorf("tenant %s is held by both %s and %s, and the two copies differ in %d places (%s): "+
+					"restore one from its backup first", t, other.opts.Stack, dest.opts.Stack, len(differs), differs[0])
 			}
 			from[t] = dest
 			copies[other] = append(copies[other], t)
@@ -302,23 +302,50 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 	return plan, nil
 }
 
-// notHeld are the resources of tenant in other's state that dest's state does not hold; none when dest holds the
-// tenant whole, as `pulumi state move` writes it to the destination before it writes the source (pulumi pkg v3.274.1
-// cmd/pulumi/state/state_move.go). The move rewrites URNs: the stack's name, and the parent types of the tenant's top
-// components, which it makes children of the stack (the program's NoParent alias maps them back on the next up), and
-// so of everything below them. Resources are compared by their own type and name, unique within a tenant.
-func notHeld(dest, other []stateResource, tenant string) []string {
-	inDest := map[string]bool{}
-	for _, urn := range tenantResources(dest)[tenant] {
-		inDest[typeAndName(urn)] = true
-	}
-	var missing []string
-	for _, urn := range tenantResources(other)[tenant] {
-		if !inDest[typeAndName(urn)] {
-			missing = append(missing, urn)
+// copyDiffers says how dest's copy of tenant differs from other's, nothing when they are the same: what `pulumi state
+// move` writes to the destination before it writes the source (pulumi pkg v3.274.1 cmd/pulumi/state/state_move.go),
+// unless either stack changed since. Each resource is compared by its place below the tenant's components (the own
+// types and names from the component down) and its ID, since the move rewrites URNs: the stack's name, and the parent
+// types of the tenant's top components, which it makes children of the stack (the program's NoParent alias maps them
+// back on the next up), and so of everything below them.
+func copyDiffers(dest, other []stateResource, tenant string) []string {
+	inDest, inOther := tenantCopy(dest, tenant), tenantCopy(other, tenant)
+	var differs []string
+	for _, place := range slices.Sorted(maps.Keys(inOther)) {
+		switch id, ok := inDest[place]; {
+		case !ok:
+			differs = append(differs, "missing "+place)
+		case id != inOther[place]:
+			differs = append(differs, fmt.Sprintf("%s has ID %q, not %q", place, id, inOther[place]))
 		}
 	}
-	return missing
+	for _, place := range slices.Sorted(maps.Keys(inDest)) {
+		if _, ok := inOther[place]; !ok {
+			differs = append(differs, "only in the destination: "+place)
+		}
+	}
+	return differs
+}
+
+// tenantCopy is each resource of tenant in a stack's state by its place below the tenant's components, with its ID.
+func tenantCopy(res []stateResource, tenant string) map[string]string {
+	byURN := map[string]stateResource{}
+	for _, r := range res {
+		byURN[r.URN] = r
+	}
+	mine := map[string]bool{}
+	for _, urn := range tenantResources(res)[tenant] {
+		mine[urn] = true
+	}
+	out := map[string]string{}
+	for urn := range mine {
+		var place []string
+		for at := urn; mine[at]; at = byURN[at].Parent {
+			place = append([]string{typeAndName(at)}, place...)
+		}
+		out[strings.Join(place, " / ")] = byURN[urn].ID
+	}
+	return out
 }
 
 // typeAndName is a URN's own type (the last of its qualified type, urn:pulumi:<stack>::<project>::<parent
@@ -396,7 +423,9 @@ func (e *Environment) backup(ctx context.Context, stacks ...*Stack) (map[*Stack]
 		if err != nil {
 			return nil, fmt.Errorf("backing up stack %s: %w", s.opts.Stack, err)
 		}
-		raw, err := state.Deployment.MarshalJSON()
+		// The whole export, version included, as `pulumi stack export` writes it: `pulumi stack import --file` refuses
+		// a bare deployment (pulumi pkg v3.274.1 resource/stack/deployment.go, "schema version too old").
+		raw, err := json.Marshal(state)
 		if err != nil {
 			return nil, err
 		}

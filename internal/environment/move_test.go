@@ -16,27 +16,39 @@ func stateOfTenant(stack, tenant string, missing ...string) []stateResource {
 	for _, child := range []string{"namespace", "quota", "limits"} {
 		if !slices.Contains(missing, child) {
 			res = append(res, stateResource{URN: "urn:pulumi:" + stack + "::gpu-tenancy::" + tenantType + "$kubernetes:core/v1:X::" + tenant + "-" + child,
-				Type: "kubernetes:core/v1:X", Parent: top})
+				Type: "kubernetes:core/v1:X", Parent: top, ID: tenant + "-" + child})
 		}
 	}
 	return res
 }
 
-// A copy left in a source is dropped only when the destination holds every resource of it, whatever the stacks' names.
-func TestNotHeld(t *testing.T) {
+// A copy left in a source is dropped only when the destination holds the same resources, with the same IDs, whatever
+// the stacks' names and the parents the move gave the tenant's components.
+func TestCopyDiffers(t *testing.T) {
 	source := stateOfTenant("dev.tenants-0", "team-a")
+	withID := func(res []stateResource, name, id string) []stateResource {
+		out := slices.Clone(res)
+		for i := range out {
+			if strings.HasSuffix(out[i].URN, "::"+name) {
+				out[i].ID = id
+			}
+		}
+		return out
+	}
 	cases := map[string]struct {
-		dest    []stateResource
-		missing int
+		dest, source []stateResource
+		differs      int
 	}{
-		"the destination's copy is whole":                {stateOfTenant("dev.tenants-2", "team-a"), 0},
-		"the destination lacks an object of the tenant":  {stateOfTenant("dev.tenants-2", "team-a", "quota"), 1},
-		"the destination holds another tenant only":      {stateOfTenant("dev.tenants-2", "team-b"), 4},
-		"the destination holds more than the source did": {append(stateOfTenant("dev.tenants-2", "team-a"), stateOfTenant("dev.tenants-2", "team-b")...), 0},
+		"the destination's copy is the same":            {stateOfTenant("dev.tenants-2", "team-a"), source, 0},
+		"the destination lacks an object of the tenant": {stateOfTenant("dev.tenants-2", "team-a", "quota"), source, 1},
+		"the destination holds another tenant only":     {stateOfTenant("dev.tenants-2", "team-b"), source, 4},
+		"another tenant beside it is not the tenant's":  {append(stateOfTenant("dev.tenants-2", "team-a"), stateOfTenant("dev.tenants-2", "team-b")...), source, 0},
+		"an object replaced since (another ID)":         {withID(stateOfTenant("dev.tenants-2", "team-a"), "team-a-quota", "other"), source, 1},
+		"an object the source no longer holds":          {stateOfTenant("dev.tenants-2", "team-a"), stateOfTenant("dev.tenants-0", "team-a", "limits"), 1},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			assert.Len(t, notHeld(c.dest, source, "team-a"), c.missing)
+			assert.Len(t, copyDiffers(c.dest, c.source, "team-a"), c.differs)
 		})
 	}
 	t.Run("the move made the tenant's top a child of the stack, and rewrote the URNs below it", func(t *testing.T) {
@@ -50,7 +62,7 @@ func TestNotHeld(t *testing.T) {
 				moved[i].Parent = platform(moved[i].Parent)
 			}
 		}
-		assert.Empty(t, notHeld(moved, source, "team-a"))
+		assert.Empty(t, copyDiffers(moved, source, "team-a"))
 	})
 }
 

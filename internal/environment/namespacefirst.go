@@ -40,14 +40,15 @@ func recordedNamespaces(res []stateResource) []recordedNamespace {
 	return out
 }
 
-// deleteNamespacesFirst asks the API server to delete, in the background, every namespace a group's state records,
-// before the engine's destroy starts. The engine deletes a namespace only after every object that depends on it:
-// the vCluster chart's objects are applied by the provider, where no DeletedWith reaches them (cluster.Cluster
-// ResourceOptions), so each is a delete step of its own, and with a hundred tenants those steps took about 90 s of CPU
-// before the first namespace was deleted (README, Benchmark). Deleted first, the namespaces terminate while the engine
-// works; its deletes of what they held then find it gone or going. Only the namespace the state recorded is deleted
-// (its UID as a precondition), so one made again since under the same name stays; a namespace that is gone already or
-// was replaced is left to the engine, which reports it.
+// deleteNamespacesFirst asks the API server to delete, in the background, the namespaces a group's destroy deletes
+// anyway (Environment.namespacesAhead), once its engine has started (Stack.destroy). The engine deletes a namespace only
+// after every object that depends on it: the vCluster chart's objects are applied by the provider, where no
+// DeletedWith reaches them (cluster.Cluster ResourceOptions), so each is a delete step of its own, and with a hundred
+// tenants those steps took about 90 s of CPU before the first namespace was deleted (README, Benchmark). Deleted
+// first, the namespaces terminate while the engine works; its deletes of what they held then find it gone or going.
+// Each delete is held to the UID the state recorded: it removes nothing but the object the state recorded (the engine's
+// own delete that follows is by name, as always). A namespace that is gone already or was made again since is left to
+// the engine.
 func deleteNamespacesFirst(ctx context.Context, client kubernetes.Interface, namespaces []recordedNamespace, say func(string, ...any)) {
 	background := metav1.DeletePropagationBackground
 	for _, ns := range namespaces {

@@ -42,6 +42,33 @@ func (s *Stack) begin(op Op) (func(), error) {
 	return func() { _ = os.Remove(path) }, nil
 }
 
+// environmentOpMarker, in the platform stack's work directory, names an operation of the whole environment under way
+// (a destroy): recover runs it again on every stack.
+const environmentOpMarker = "environment-operation"
+
+// begin records an operation of the whole environment; the function it returns clears the record, once it is done.
+func (e *Environment) begin(op Op) (func(), error) {
+	path := filepath.Join(e.Stacks[0].opts.WorkDir, environmentOpMarker)
+	if err := os.WriteFile(path, []byte(op), 0o600); err != nil {
+		return nil, fmt.Errorf("environment: %w", err)
+	}
+	return e.finished, nil
+}
+
+// finished clears the record of an operation of the whole environment.
+func (e *Environment) finished() {
+	_ = os.Remove(filepath.Join(e.Stacks[0].opts.WorkDir, environmentOpMarker))
+}
+
+// interrupted is the operation of the whole environment a killed run left unfinished, or "" when none.
+func (e *Environment) interrupted() Op {
+	raw, err := os.ReadFile(filepath.Join(e.Stacks[0].opts.WorkDir, environmentOpMarker))
+	if err != nil {
+		return ""
+	}
+	return Op(strings.TrimSpace(string(raw)))
+}
+
 // Interrupted is the operation a killed engine left unfinished on this stack, or "" when none.
 func (s *Stack) Interrupted() Op {
 	raw, err := os.ReadFile(filepath.Join(s.opts.WorkDir, opMarker))

@@ -17,13 +17,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/events"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"sigs.k8s.io/yaml"
 )
@@ -412,7 +415,12 @@ func (s *Stack) Preview(ctx context.Context, opts ...optpreview.Option) (auto.Pr
 
 // Destroy deletes everything the stack created, protected tenants and guards included (a destroy is the decision to
 // delete them); the stack itself stays, with empty state.
-func (s *Stack) Destroy(ctx context.Context) (auto.DestroyResult, error) {
+func (s *Stack) Destroy(ctx context.Context) (auto.DestroyResult, error) { return s.destroy(ctx, nil) }
+
+// destroy is Destroy that also deletes the namespaces ahead (deleteNamespacesFirst) once the engine has started: at its
+// first delete step, when it holds the stack's lock, has read its config and secrets and runs its providers, so an
+// engine that cannot start leaves every namespace in place.
+func (s *Stack) destroy(ctx context.Context, ahead []recordedNamespace) (auto.DestroyResult, error) {
 	done, err := s.begin(OpDestroy)
 	if err != nil {
 		return auto.DestroyResult{}, err
@@ -425,12 +433,24 @@ func (s *Stack) Destroy(ctx context.Context) (auto.DestroyResult, error) {
 	if err := s.unprotectAll(ctx, recorded); err != nil {
 		return auto.DestroyResult{}, err
 	}
-	if _, group := platform.PartOf(s.opts.Stack, s.args.TenantGroups).Group(); group {
-		if client := s.clusterClient(ctx); client != nil {
-			deleteNamespacesFirst(ctx, client, recordedNamespaces(recorded), s.say)
-		}
+	opts := []optdestroy.Option{optdestroy.ProgressStreams(s.progress()), optdestroy.ErrorProgressStreams(s.progress())}
+	var started sync.WaitGroup
+	if client := s.clusterClient(ctx); client != nil && len(ahead) > 0 {
+		stream := make(chan events.EngineEvent)
+		opts = append(opts, optdestroy.EventStreams(stream))
+		started.Add(1)
+		go func() {
+			defer started.Done()
+			var once sync.Once
+			for ev := range stream {
+				if pre := ev.ResourcePreEvent; pre != nil && pre.Metadata.Op == apitype.OpDelete {
+					once.Do(func() { deleteNamespacesFirst(ctx, client, ahead, s.say) })
+				}
+			}
+		}()
 	}
 	finish := s.watchTerminating(ctx)
-	res, err := s.Stack.Destroy(ctx, optdestroy.ProgressStreams(s.progress()), optdestroy.ErrorProgressStreams(s.progress()))
+	res, err := s.Stack.Destroy(ctx, opts...)
+	started.Wait()
 	return res, finish(err)
 }
