@@ -40,6 +40,17 @@ type GPUPool struct {
 	Tenant string
 }
 
+// Dedicated are the tenants with pools of their own among pools (PoolSpec.Tenant).
+func Dedicated(pools []GPUPool) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range pools {
+		if p.Tenant != "" {
+			out[p.Tenant] = true
+		}
+	}
+	return out
+}
+
 // Taints are every taint the pool's nodes carry: Taint, and the dedicated taint of its tenant.
 func (p GPUPool) Taints() []Taint {
 	out := []Taint{p.Taint}

@@ -63,7 +63,7 @@ var toolkitEnv = []envVar{
 // whole. Destroying the patch gives up the fields without restoring what was there.
 func configureGPUOperator(ctx *pulumi.Context, name string, d *Driver, pools []cluster.GPUPool) (*apiextensions.CustomResourcePatch, error) {
 	policy := clusterPolicySpec{DevicePlugin: enabled{Enabled: false}, CDI: enabled{Enabled: true}, Toolkit: toolkitValues{Env: toolkitEnv}}
-	if anyDedicated(pools) {
+	if len(cluster.Dedicated(pools)) > 0 {
 		policy.DaemonSets = &daemonSetsValues{Tolerations: []toleration{chartDefaultToleration, dedicatedToleration}}
 	}
 	spec, err := helmchart.Values(policy)

@@ -68,14 +68,10 @@ func kubeletPluginTolerations(pools []cluster.GPUPool) []toleration {
 		}
 		out = append(out, t)
 	}
-	if anyDedicated(pools) {
+	if len(cluster.Dedicated(pools)) > 0 {
 		out = append(out, dedicatedToleration)
 	}
 	return out
-}
-
-func anyDedicated(pools []cluster.GPUPool) bool {
-	return slices.ContainsFunc(pools, func(p cluster.GPUPool) bool { return p.Tenant != "" })
 }
 
 func driverValues(cfg *DriverArgs) values {

@@ -200,16 +200,11 @@ func (c *PlatformArgs) tenantShared(cl *cluster.Cluster) tenantShared {
 	shared := tenantShared{
 		vcluster:    c.VCluster,
 		tolerations: cl.GPUTaints(),
-		dedicated:   map[string]bool{},
+		dedicated:   cluster.Dedicated(cl.GPUPools),
 		network: tenancy.NetworkArgs{
 			// Cilium gives the API server an identity that ipBlock rules do not match (tenancy.NetworkArgs).
 			CiliumAPIServerAccess: cl.Flavour == cluster.Scaleway && c.Scaleway.CNI == "cilium",
 		},
-	}
-	for _, p := range cl.GPUPools {
-		if p.Tenant != "" {
-			shared.dedicated[p.Tenant] = true
-		}
 	}
 	if c.PlatformEnabled() {
 		shared.platform = &vcluster.PlatformConnection{Host: c.Platform.Host, Project: vcluster.DefaultProject}
@@ -459,11 +454,12 @@ var cloudClusters = map[cluster.Flavour]struct {
 	cluster.Scaleway: {"kapsule", "Kapsule", func(c *PlatformArgs) any { return &c.Scaleway }},
 }
 
-// sharingTenants are the tenants without GPU pools of their own (PoolSpec.Tenant), whose pods share nodes.
+// sharingTenants are the tenants without GPU pools of their own in config (PoolSpec.Tenant), whose pods share nodes.
 func (c *PlatformArgs) sharingTenants() []string {
+	pools := c.poolSpecs()
 	var out []string
 	for _, t := range c.Tenants {
-		if !slices.ContainsFunc(c.poolSpecs(), func(p cluster.PoolSpec) bool { return p.Tenant == t.Name }) {
+		if !slices.ContainsFunc(pools, func(p cluster.PoolSpec) bool { return p.Tenant == t.Name }) {
 			out = append(out, t.Name)
 		}
 	}

@@ -607,13 +607,13 @@ func (e *Environment) Destroy(ctx context.Context) (Changes, error) {
 	if err != nil {
 		return changes, err
 	}
-	ahead, err := e.namespacesAhead(ctx)
+	plans, err := e.groupDestroys(ctx)
 	if err != nil {
 		return changes, err
 	}
 	// A destroy mostly waits, for each tenant namespace to terminate, rather than computes: every group at once.
 	groupDestroy := func(s *Stack) (map[string]int, error) {
-		counts, err := counted(s.destroy(ctx, ahead[s]))
+		counts, err := counted(s.destroy(ctx, plans[s]))
 		if err == nil {
 			err = sweep(s)
 		}
@@ -628,28 +628,30 @@ func (e *Environment) Destroy(ctx context.Context) (Changes, error) {
 	return changes, err
 }
 
-// namespacesAhead are the namespaces each group's destroy deletes ahead of its engine (deleteNamespacesFirst): those
-// its state records and no other stack's state does. A namespace another stack records too belongs to a move that did
-// not finish; a destroy of the whole environment leaves it to the engines, and a destroy of one group (-only) is
-// refused, since it would delete a tenant another group still holds.
-func (e *Environment) namespacesAhead(ctx context.Context) (map[*Stack][]recordedNamespace, error) {
+// groupDestroys reads every stack's state once, before the groups' destroy: each group's resources, and the namespaces
+// its destroy deletes ahead of its engine (deleteNamespacesFirst), those its state records and no other stack's state
+// does. A namespace another stack records too belongs to a move that did not finish; a destroy of the whole
+// environment leaves it to the engines, and a destroy of one group (-only) is refused, since it would delete a tenant
+// another group still holds.
+func (e *Environment) groupDestroys(ctx context.Context) (map[*Stack]stackDestroy, error) {
 	recordedBy := map[string][]string{}
-	byStack := map[*Stack][]recordedNamespace{}
+	states := map[*Stack][]stateResource{}
 	for _, s := range e.all {
 		res, err := s.resources(ctx)
 		if err != nil {
 			return nil, err
 		}
+		states[s] = res
 		for _, ns := range recordedNamespaces(res) {
 			recordedBy[ns.Name] = append(recordedBy[ns.Name], s.opts.Stack)
-			byStack[s] = append(byStack[s], ns)
 		}
 	}
-	out := map[*Stack][]recordedNamespace{}
+	out := map[*Stack]stackDestroy{}
 	for _, s := range e.groupStacks() {
-		for _, ns := range byStack[s] {
+		d := stackDestroy{recorded: states[s]}
+		for _, ns := range recordedNamespaces(d.recorded) {
 			if len(recordedBy[ns.Name]) == 1 {
-				out[s] = append(out[s], ns)
+				d.ahead = append(d.ahead, ns)
 				continue
 			}
 			if e.onlyGroup {
@@ -657,6 +659,7 @@ func (e *Environment) namespacesAhead(ctx context.Context) (map[*Stack][]recorde
 					"(gpu-tenancy-env move) before destroying %s alone", ns.Name, strings.Join(recordedBy[ns.Name], " and "), s.opts.Stack)
 			}
 		}
+		out[s] = d
 	}
 	return out, nil
 }

@@ -67,9 +67,7 @@ func (p MovePlan) String() string {
 		}
 		types := map[string]int{}
 		for _, urn := range m.Resources {
-			parts := strings.Split(urn, "::")
-			typ := parts[len(parts)-2]
-			types[typ[strings.LastIndex(typ, "$")+1:]]++
+			types[ownType(urn)]++
 		}
 		var counts []string
 		for _, t := range slices.Sorted(maps.Keys(types)) {
@@ -348,15 +346,15 @@ func tenantCopy(res []stateResource, tenant string) map[string]string {
 	return out
 }
 
-// typeAndName is a URN's own type (the last of its qualified type, urn:pulumi:<stack>::<project>::<parent
-// types>$<type>::<name>) and name.
-func typeAndName(urn string) string {
+// typeAndName is a URN's own type and name.
+func typeAndName(urn string) string { return ownType(urn) + "::" + urnName(urn) }
+
+// ownType is a URN's own type: the last of its qualified type (urn:pulumi:<stack>::<project>::<parent
+// types>$<type>::<name>).
+func ownType(urn string) string {
 	parts := strings.Split(urn, "::")
-	if len(parts) < 4 {
-		return urn
-	}
-	typ := parts[2]
-	return typ[strings.LastIndex(typ, "$")+1:] + "::" + strings.Join(parts[3:], "::")
+	typ := parts[len(parts)-2]
+	return typ[strings.LastIndex(typ, "$")+1:]
 }
 
 // dropTenants removes the tenants' resources from the stack's state (state is its deployment as exported, res its

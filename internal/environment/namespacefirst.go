@@ -41,7 +41,7 @@ func recordedNamespaces(res []stateResource) []recordedNamespace {
 }
 
 // deleteNamespacesFirst asks the API server to delete, in the background, the namespaces a group's destroy deletes
-// anyway (Environment.namespacesAhead), once its engine has started (Stack.destroy). The engine deletes a namespace only
+// anyway (Environment.groupDestroys), once its engine has started (Stack.destroy). The engine deletes a namespace only
 // after every object that depends on it: the vCluster chart's objects are applied by the provider, where no
 // DeletedWith reaches them (cluster.Cluster ResourceOptions), so each is a delete step of its own, and with a hundred
 // tenants those steps took about 90 s of CPU before the first namespace was deleted (README, Benchmark). Deleted

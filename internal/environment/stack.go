@@ -92,16 +92,21 @@ func PolicyPack(repoRoot string) string {
 // projectName is the Pulumi project, as the program's config namespace spells it.
 const projectName = platform.ConfigNamespace
 
-// EngineGOGC is the GOGC of the pulumi processes a stack runs (the CLI, its providers and policy packs) when the
+// EngineGCPercent is the GOGC of the pulumi processes a stack runs (the CLI, its providers and policy packs) when the
 // caller sets none.
-const EngineGOGC = "400"
+const EngineGCPercent = 400
 
-// UseEngineGC gives the calling process the engines' heap goal (EngineGOGC) unless GOGC is set: it runs every stack's
-// program inline, whose registrations are CPU work of the same kind as the engines'.
+// callerSetsGOGC reports whether the caller chose a GOGC, which then wins over EngineGCPercent.
+func callerSetsGOGC() bool {
+	_, set := os.LookupEnv("GOGC")
+	return set
+}
+
+// UseEngineGC gives the calling process the engines' heap goal (EngineGCPercent) unless GOGC is set: it runs every
+// stack's program inline, whose registrations are CPU work of the same kind as the engines'.
 func UseEngineGC() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		percent, _ := strconv.Atoi(EngineGOGC)
-		debug.SetGCPercent(percent)
+	if !callerSetsGOGC() {
+		debug.SetGCPercent(EngineGCPercent)
 	}
 }
 
@@ -261,8 +266,6 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	return s, nil
 }
 
-// workspaceCLI are the workspace options that run the pulumi CLI of tools (as `make tools` builds it: plugins from
-// there only, nothing downloaded), or the one on PATH when tools is empty, with env added to the CLI's environment.
 // engineEnv is what the stack's pulumi processes get in their environment beyond the caller's own.
 func engineEnv(o Options) map[string]string {
 	env := map[string]string{}
@@ -275,12 +278,14 @@ func engineEnv(o Options) map[string]string {
 	// The engines' CPU is what bounds an environment on a few cores, and garbage collection was about 30% of the pulumi
 	// CLI's CPU in a preview's profile: a heap goal four times the default's took a third off a 100-tenant up and
 	// preview, for about 1.4 times the memory (README, Benchmark). A GOGC of the caller's wins.
-	if _, set := os.LookupEnv("GOGC"); !set {
-		env["GOGC"] = EngineGOGC
+	if !callerSetsGOGC() {
+		env["GOGC"] = strconv.Itoa(EngineGCPercent)
 	}
 	return env
 }
 
+// workspaceCLI are the workspace options that run the pulumi CLI of tools (as `make tools` builds it: plugins from
+// there only, nothing downloaded), or the one on PATH when tools is empty, with env added to the CLI's environment.
 func workspaceCLI(tools string, env map[string]string) ([]auto.LocalWorkspaceOption, auto.PulumiCommand, error) {
 	all := map[string]string{"PULUMI_SKIP_UPDATE_CHECK": "true"}
 	maps.Copy(all, env)
@@ -415,36 +420,47 @@ func (s *Stack) Preview(ctx context.Context, opts ...optpreview.Option) (auto.Pr
 
 // Destroy deletes everything the stack created, protected tenants and guards included (a destroy is the decision to
 // delete them); the stack itself stays, with empty state.
-func (s *Stack) Destroy(ctx context.Context) (auto.DestroyResult, error) { return s.destroy(ctx, nil) }
+func (s *Stack) Destroy(ctx context.Context) (auto.DestroyResult, error) {
+	return s.destroy(ctx, stackDestroy{})
+}
+
+// stackDestroy is what a destroy knows of the stack before it starts: its resources (nil: read them) and the
+// namespaces it deletes ahead of its engine.
+type stackDestroy struct {
+	recorded []stateResource
+	ahead    []recordedNamespace
+}
 
 // destroy is Destroy that also deletes the namespaces ahead (deleteNamespacesFirst) once the engine has started: at its
 // first delete step, when it holds the stack's lock, has read its config and secrets and runs its providers, so an
 // engine that cannot start leaves every namespace in place.
-func (s *Stack) destroy(ctx context.Context, ahead []recordedNamespace) (auto.DestroyResult, error) {
+func (s *Stack) destroy(ctx context.Context, d stackDestroy) (auto.DestroyResult, error) {
 	done, err := s.begin(OpDestroy)
 	if err != nil {
 		return auto.DestroyResult{}, err
 	}
 	defer done()
-	recorded, err := s.resources(ctx)
-	if err != nil {
-		return auto.DestroyResult{}, err
+	if d.recorded == nil {
+		if d.recorded, err = s.resources(ctx); err != nil {
+			return auto.DestroyResult{}, err
+		}
 	}
-	if err := s.unprotectAll(ctx, recorded); err != nil {
+	if err := s.unprotectAll(ctx, d.recorded); err != nil {
 		return auto.DestroyResult{}, err
 	}
 	opts := []optdestroy.Option{optdestroy.ProgressStreams(s.progress()), optdestroy.ErrorProgressStreams(s.progress())}
 	var started sync.WaitGroup
-	if client := s.clusterClient(ctx); client != nil && len(ahead) > 0 {
+	if client := s.clusterClient(ctx); client != nil && len(d.ahead) > 0 {
 		stream := make(chan events.EngineEvent)
 		opts = append(opts, optdestroy.EventStreams(stream))
 		started.Add(1)
 		go func() {
 			defer started.Done()
-			var once sync.Once
+			deleted := false
 			for ev := range stream {
-				if pre := ev.ResourcePreEvent; pre != nil && pre.Metadata.Op == apitype.OpDelete {
-					once.Do(func() { deleteNamespacesFirst(ctx, client, ahead, s.say) })
+				if pre := ev.ResourcePreEvent; pre != nil && pre.Metadata.Op == apitype.OpDelete && !deleted {
+					deleted = true
+					deleteNamespacesFirst(ctx, client, d.ahead, s.say)
 				}
 			}
 		}()
