@@ -109,6 +109,29 @@ func TestDedicatedPoolTaint(t *testing.T) {
 	})
 }
 
+// --- platform-pool-taint ----------------------------------------------------------------------------------------
+
+func TestPlatformPoolTaint(t *testing.T) {
+	gke := map[string]any{"nodeConfig": map[string]any{"labels": map[string]any{platformPoolKey: "true"},
+		"taints": []any{map[string]any{"key": platformPoolKey, "value": "true", "effect": "NO_SCHEDULE"}}}}
+	kapsule := map[string]any{"labels": map[string]any{platformPoolKey: "true"},
+		"taints": []any{map[string]any{"key": platformPoolKey, "value": "true", "effect": "NoSchedule"}}}
+	runCases(t, checkPlatformPoolTaint, []checkCase{
+		{name: "GKE platform pool labelled and tainted", r: res(gkeNodePoolType, "gke-system", gke)},
+		{name: "GKE pool without the label needs no taint", r: res(gkeNodePoolType, "gke-system", map[string]any{"nodeConfig": map[string]any{}})},
+		{name: "GKE platform pool without its taint", r: res(gkeNodePoolType, "gke-system", with(gke, "nodeConfig.taints", deleted)),
+			want: []string{"GKE node pool gke-system", "gpu-tenancy.io/platform-pool=true", "tenants' pods", `effect: "NO_SCHEDULE"`}},
+		{name: "GKE platform pool tainted PREFER_NO_SCHEDULE",
+			r: res(gkeNodePoolType, "gke-system", with(gke, "nodeConfig.taints", []any{
+				map[string]any{"key": platformPoolKey, "value": "true", "effect": "PREFER_NO_SCHEDULE"}})),
+			want: []string{"gke-system"}},
+		{name: "GKE taints unknown: not applicable", r: res(gkeNodePoolType, "gke-system", with(gke, "nodeConfig.taints", unknown))},
+		{name: "Kapsule platform pool labelled and tainted", r: res(kapsulePoolType, "kapsule-system", kapsule)},
+		{name: "Kapsule platform pool without its taint", r: res(kapsulePoolType, "kapsule-system", with(kapsule, "taints", deleted)),
+			want: []string{"Kapsule pool kapsule-system", `effect: "NoSchedule"`}},
+	})
+}
+
 // --- gpu-pool-taint -----------------------------------------------------------------------------------------------
 
 func gkeGPUPool() map[string]any {

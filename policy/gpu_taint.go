@@ -103,29 +103,62 @@ const dedicatedKey = "gpu-tenancy.io/dedicated"
 // (GKE: nodeConfig.labels and nodeConfig.taints with NO_SCHEDULE; Kapsule: labels and taints with NoSchedule). The
 // label without the taint draws the tenant's pods onto nodes every other tenant may use too, next to its images.
 func checkDedicatedPoolTaint(r resource) []violation {
-	var labelsPath, taintsPath []string
-	var effect, what string
-	switch r.Type {
-	case gkeNodePoolType:
-		labelsPath, taintsPath, effect, what = []string{"nodeConfig", "labels"}, []string{"nodeConfig", "taints"}, gkeNoSchedule, "GKE node pool"
-	case kapsulePoolType:
-		labelsPath, taintsPath, effect, what = []string{"labels"}, []string{"taints"}, kubernetesNoSchedule, "Kapsule pool"
-	default:
+	p, ok := labelledWithoutTaint(r, dedicatedKey)
+	if !ok {
 		return nil
 	}
-	labels, known := lookup(r.Props, labelsPath...)
-	tenant, isTenant := str(entries(labels)[dedicatedKey])
-	if !known || !isTenant {
-		return nil
-	}
-	taints, known := lookup(r.Props, taintsPath...)
-	if !known || findTaint(taints, dedicatedKey, tenant, effect) != absent {
-		return nil
-	}
-	field := strings.Join(taintsPath, ".")
 	return []violation{{URN: r.URN, Message: fmt.Sprintf(
 		"%s %s is labelled %s=%s, the pool of tenant %s alone, but has no taint %s=%s with effect %s in %s, so every "+
 			"tenant's pods can be scheduled on it, next to that tenant's images: add {key: %q, value: %q, effect: %q} "+
 			"to %s (cluster.DedicatedTaint)",
-		what, r.Name, dedicatedKey, tenant, tenant, dedicatedKey, tenant, effect, field, dedicatedKey, tenant, effect, field)}}
+		p.what, r.Name, dedicatedKey, p.value, p.value, dedicatedKey, p.value, p.effect, p.field, dedicatedKey, p.value, p.effect, p.field)}}
+}
+
+// platformPoolKey is the label and taint of the platform's own pool (naming.PlatformPoolKey,
+// components/naming/naming.go): the label draws the platform's controllers, the NoSchedule taint keeps every tenant's
+// pods off, since none may tolerate it (components/tenancy podPlacementPolicy).
+const platformPoolKey = "gpu-tenancy.io/platform-pool"
+
+// checkPlatformPoolTaint: a node pool labelled as the platform's own carries its taint with effect NoSchedule. The
+// label without the taint draws the platform's controllers onto nodes where tenants' pods run too.
+func checkPlatformPoolTaint(r resource) []violation {
+	p, ok := labelledWithoutTaint(r, platformPoolKey)
+	if !ok {
+		return nil
+	}
+	return []violation{{URN: r.URN, Message: fmt.Sprintf(
+		"%s %s is labelled %s=%s, the platform's own pool, but has no taint %s=%s with effect %s in %s, so tenants' "+
+			"pods can be scheduled on it, beside the platform's controllers: add {key: %q, value: %q, effect: %q} to %s "+
+			"(cluster.PlatformPoolTaint)",
+		p.what, r.Name, platformPoolKey, p.value, platformPoolKey, p.value, p.effect, p.field, platformPoolKey, p.value, p.effect, p.field)}}
+}
+
+// labelledPool is what labelledWithoutTaint found of a pool: what it is, its label's value, and the effect and field
+// its taint belongs in, in its cloud's spelling.
+type labelledPool struct{ what, value, effect, field string }
+
+// labelledWithoutTaint reports a GKE or Kapsule pool labelled key=<value> without the NoSchedule taint key=<value>;
+// not when its labels or taints are not known yet.
+func labelledWithoutTaint(r resource, key string) (labelledPool, bool) {
+	var labelsPath, taintsPath []string
+	var p labelledPool
+	switch r.Type {
+	case gkeNodePoolType:
+		labelsPath, taintsPath, p.effect, p.what = []string{"nodeConfig", "labels"}, []string{"nodeConfig", "taints"}, gkeNoSchedule, "GKE node pool"
+	case kapsulePoolType:
+		labelsPath, taintsPath, p.effect, p.what = []string{"labels"}, []string{"taints"}, kubernetesNoSchedule, "Kapsule pool"
+	default:
+		return p, false
+	}
+	labels, known := lookup(r.Props, labelsPath...)
+	value, labelled := str(entries(labels)[key])
+	if !known || !labelled {
+		return p, false
+	}
+	taints, known := lookup(r.Props, taintsPath...)
+	if !known || findTaint(taints, key, value, p.effect) != absent {
+		return p, false
+	}
+	p.value, p.field = value, strings.Join(taintsPath, ".")
+	return p, true
 }

@@ -35,6 +35,7 @@ var packVersion = semver.MustParse("0.1.0")
 const (
 	gpuPoolTaintPolicy          = "gpu-pool-taint"
 	dedicatedPoolTaintPolicy    = "dedicated-pool-taint"
+	platformPoolTaintPolicy     = "platform-pool-taint"
 	vclusterClassSelectorPolicy = "vcluster-device-class-selector"
 	deviceClassOwnerPolicy      = "device-class-owner"
 	tenantNamespacePolicy       = "tenant-namespace-guard-rails"
@@ -60,6 +61,9 @@ func policies() []policyx.Policy {
 		resourcePolicy(dedicatedPoolTaintPolicy, policyx.EnforcementLevelMandatory,
 			"A node pool labelled as one tenant's (gpu-tenancy.io/dedicated) carries that tenant's NoSchedule taint.",
 			checkDedicatedPoolTaint),
+		resourcePolicy(platformPoolTaintPolicy, policyx.EnforcementLevelMandatory,
+			"A node pool labelled as the platform's own (gpu-tenancy.io/platform-pool) carries its NoSchedule taint.",
+			checkPlatformPoolTaint),
 		resourcePolicy(vclusterClassSelectorPolicy, policyx.EnforcementLevelMandatory,
 			"A vCluster that syncs DeviceClasses from the host selects exactly its tenant's grant label.",
 			checkVClusterClassSelector),

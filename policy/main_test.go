@@ -31,6 +31,7 @@ func TestPack(t *testing.T) {
 	assert.Equal(t, map[string]policyx.EnforcementLevel{
 		"gpu-pool-taint":                 policyx.EnforcementLevelMandatory,
 		"dedicated-pool-taint":           policyx.EnforcementLevelMandatory,
+		"platform-pool-taint":            policyx.EnforcementLevelMandatory,
 		"vcluster-device-class-selector": policyx.EnforcementLevelMandatory,
 		"device-class-owner":             policyx.EnforcementLevelMandatory,
 		"tenant-namespace-guard-rails":   policyx.EnforcementLevelMandatory,

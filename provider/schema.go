@@ -120,10 +120,14 @@ func (g *generator) describe(path string) string {
 }
 
 func (g *generator) typeSpec(path string, types []reflect.Type) schema.TypeSpec {
-	t := types[0]
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	// An optional block (a pointer) has its struct's schema.
+	types = slices.Clone(types)
+	for i := range types {
+		for types[i].Kind() == reflect.Pointer {
+			types[i] = types[i].Elem()
+		}
 	}
+	t := types[0]
 	switch t.Kind() {
 	case reflect.String:
 		return schema.TypeSpec{Type: "string"}

@@ -70,6 +70,9 @@ type Cluster struct {
 	GPUPools   []GPUPool
 	// DriverRoot is where the NVIDIA driver lives on the GPU nodes, as the DRA driver's nvidiaDriverRoot wants it.
 	DriverRoot string
+	// PlatformPool is whether the system pool is the platform's own (PlatformPoolTaint): the platform's pods then go
+	// there (PlatformPlacement) and the tenants' elsewhere.
+	PlatformPool bool
 	// ClaimStatusWriters are the users that allocate, reserve and release ResourceClaims on this cluster: its
 	// scheduler and resource-claim controller. No one else may write a claim's allocation.
 	ClaimStatusWriters []string

@@ -32,6 +32,10 @@ type ExistingArgs struct {
 	KubeconfigPath string `json:"kubeconfigPath"`
 	// DriverRoot is where the NVIDIA driver lives on the nodes; empty means the host root, "/".
 	DriverRoot string `json:"driverRoot"`
+	// PlatformPool says the operator has labelled and tainted nodes for the platform alone (PlatformPoolLabels,
+	// PlatformPoolTaint), and that the tenants' pods that need no GPU have untainted nodes of their own: the
+	// platform's pods go to the former (Cluster.PlatformPool).
+	PlatformPool bool `json:"platformPool"`
 	// Kubeconfig reaches the cluster; it is stored as a secret whether or not it arrives as one.
 	Kubeconfig pulumi.StringInput `json:"-"`
 	// ClusterIdentifier is the cluster's identity when known (the caller reads it), so that a new address or CA in
@@ -96,8 +100,9 @@ type ExistingCluster struct {
 	Provider   *kubernetes.Provider
 	Kubeconfig pulumi.StringOutput
 
-	gpuPools   []GPUPool
-	driverRoot string
+	gpuPools     []GPUPool
+	driverRoot   string
+	platformPool bool
 }
 
 // NewExisting wraps an existing cluster in the cluster contract.
@@ -111,7 +116,7 @@ func NewExisting(ctx *pulumi.Context, name string, args *ExistingArgs, opts ...p
 	if errs := args.Validate(field.NewPath("gpuPools")); len(errs) > 0 {
 		return nil, fmt.Errorf("existing cluster %q: %w", name, errs.ToAggregate())
 	}
-	comp := &ExistingCluster{driverRoot: args.DriverRoot}
+	comp := &ExistingCluster{driverRoot: args.DriverRoot, platformPool: args.PlatformPool}
 	if comp.driverRoot == "" {
 		comp.driverRoot = HostDriverRoot
 	}
@@ -158,6 +163,7 @@ func (e *ExistingCluster) Contract() *Cluster {
 		Kubeconfig:         e.Kubeconfig,
 		GPUPools:           append([]GPUPool(nil), e.gpuPools...),
 		DriverRoot:         e.driverRoot,
+		PlatformPool:       e.platformPool,
 		ClaimStatusWriters: slices.Clone(StandardClaimStatusWriters),
 	}
 }

@@ -66,6 +66,10 @@ func (p PoolSpec) Max() int { _, n := p.Or(0, max(1, p.Min())); return n }
 // Validate checks the name and the node bounds; the partition is checked by the flavour, which knows the GPU model.
 func (p PoolSpec) Validate(path *field.Path) field.ErrorList {
 	errs := fieldcheck.DNSLabel(path.Child("name"), p.Name, validation.DNS1123LabelMaxLength)
+	if slices.Contains(naming.ReservedPoolNames, p.Name) {
+		errs = append(errs, field.Invalid(path.Child("name"), p.Name, fmt.Sprintf("names a pool without GPUs (%s): give the GPU pool another name",
+			strings.Join(naming.ReservedPoolNames, ", "))))
+	}
 	return append(errs, ValidateNodeBounds(path, p.Min(), p.Max())...)
 }
 

@@ -28,6 +28,8 @@ func TestPoolSpecValidate(t *testing.T) {
 		{"a valid pool", PoolSpec{Name: "a100"}, "", ""},
 		{"name missing", PoolSpec{}, "gpu-tenancy:gpuPools[0].name", "DNS-1123 label"},
 		{"name not a DNS label", PoolSpec{Name: "A100_Whole"}, "gpu-tenancy:gpuPools[0].name", "RFC 1123"},
+		{"the system pool's name", PoolSpec{Name: "system"}, "gpu-tenancy:gpuPools[0].name", "names a pool without GPUs (system, tenants)"},
+		{"the tenant pool's name", PoolSpec{Name: "tenants"}, "gpu-tenancy:gpuPools[0].name", "names a pool without GPUs"},
 		{"negative minimum", PoolSpec{Name: "a", NodeBounds: NodeBounds{MinNodes: ptr(-1)}}, "gpu-tenancy:gpuPools[0].minNodes", "0 or more"},
 		{"maximum below one", PoolSpec{Name: "a", NodeBounds: NodeBounds{MaxNodes: ptr(0)}}, "gpu-tenancy:gpuPools[0].maxNodes", "at least 1"},
 		{"maximum below minimum", PoolSpec{Name: "a", NodeBounds: NodeBounds{MinNodes: ptr(3), MaxNodes: ptr(2)}}, "gpu-tenancy:gpuPools[0].maxNodes", "at least 3"},

@@ -49,6 +49,9 @@ type DriverArgs struct {
 	GPUPools []cluster.GPUPool `json:"-"`
 	// DriverRoot is where the NVIDIA driver lives on the nodes (the cluster contract's DriverRoot); empty means "/".
 	DriverRoot string `json:"-"`
+	// Controller is where the ComputeDomain controller runs: the platform pool when the cluster has one
+	// (cluster.Cluster.PlatformPlacement).
+	Controller cluster.Placement `json:"-"`
 }
 
 // WithDefaults fills in the chart, the namespace and the driver root.

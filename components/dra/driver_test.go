@@ -134,6 +134,24 @@ func TestKubeletPluginToleratesPoolTaints(t *testing.T) {
 	}
 }
 
+func TestControllerRunsOnThePlatformPool(t *testing.T) {
+	platform := cluster.Placement{NodeSelector: map[string]string{naming.PlatformPoolKey: "true"}, Tolerations: []cluster.Taint{cluster.PlatformPoolTaint}}
+	vals := releaseValues(t, run(t, &DriverArgs{Flavour: cluster.GKE, GPUPools: []cluster.GPUPool{a100Pool}, ComputeDomains: true, Controller: platform}))
+	assert.Equal(t, map[string]any{naming.PlatformPoolKey: "true"}, at(t, vals, "controller", "nodeSelector"))
+	assert.Equal(t, []any{
+		// The chart's own, kept since a list in the values replaces the chart's.
+		map[string]any{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+		map[string]any{"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"},
+		map[string]any{"key": "CriticalAddonsOnly", "operator": "Exists"},
+		map[string]any{"key": naming.PlatformPoolKey, "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+	}, at(t, vals, "controller", "tolerations"))
+}
+
+func TestControllerKeepsTheChartsPlacementWithoutAPlatformPool(t *testing.T) {
+	vals := releaseValues(t, run(t, &DriverArgs{Flavour: cluster.Existing, ComputeDomains: true}))
+	assert.NotContains(t, vals, "controller")
+}
+
 func TestDriverReleaseUsesDefaultChartAndNamespace(t *testing.T) {
 	rec := run(t, &DriverArgs{Flavour: cluster.Existing})
 	rel, err := rec.Get(chartType, "dra")

@@ -14,9 +14,11 @@ type values struct {
 	GPUResourcesEnabledOverride bool `json:"gpuResourcesEnabledOverride"`
 	// Set explicitly so rendering never depends on live .Capabilities: the chart picks it from .Capabilities.APIVersions
 	// otherwise (dra-driver-nvidia-gpu v0.4.0 values.yaml resourceApiVersion, templates/validation.yaml).
-	ResourceAPIVersion string              `json:"resourceApiVersion"`
-	Resources          resourcesValues     `json:"resources"`
-	KubeletPlugin      kubeletPluginValues `json:"kubeletPlugin"`
+	ResourceAPIVersion string          `json:"resourceApiVersion"`
+	Resources          resourcesValues `json:"resources"`
+	KubeletPlugin      placementValues `json:"kubeletPlugin"`
+	// Controller is set only to place the controller on the platform pool; the chart's own settings stay otherwise.
+	Controller *placementValues `json:"controller,omitempty"`
 }
 
 type resourcesValues struct {
@@ -28,7 +30,8 @@ type enabled struct {
 	Enabled bool `json:"enabled"`
 }
 
-type kubeletPluginValues struct {
+// placementValues place one of the chart's workloads: the kubelet plugin, or the controller.
+type placementValues struct {
 	NodeSelector map[string]string `json:"nodeSelector"`
 	Tolerations  []toleration      `json:"tolerations"`
 }
@@ -37,7 +40,7 @@ type toleration struct {
 	Key      string `json:"key"`
 	Operator string `json:"operator"`
 	Value    string `json:"value,omitempty"`
-	Effect   string `json:"effect"`
+	Effect   string `json:"effect,omitempty"`
 }
 
 // chartDefaultToleration is kubeletPlugin.tolerations[0] of the chart; a values list replaces the chart's list, so it
@@ -74,8 +77,30 @@ func kubeletPluginTolerations(pools []cluster.GPUPool) []toleration {
 	return out
 }
 
+// chartControllerTolerations are controller.tolerations of the chart, kept when the platform pool's is added since a
+// values list replaces the chart's (dra-driver-nvidia-gpu v0.4.0 values.yaml).
+var chartControllerTolerations = []toleration{
+	{Key: "node-role.kubernetes.io/control-plane", Operator: "Exists", Effect: "NoSchedule"},
+	{Key: "node-role.kubernetes.io/master", Operator: "Exists", Effect: "NoSchedule"},
+	{Key: "CriticalAddonsOnly", Operator: "Exists"},
+}
+
+// controllerValues place the ComputeDomain controller (a Deployment; the kubelet plugin is a DaemonSet on the GPU
+// nodes) on the platform pool, or leave the chart's settings when the cluster has none.
+func controllerValues(p cluster.Placement) *placementValues {
+	if len(p.NodeSelector) == 0 && len(p.Tolerations) == 0 {
+		return nil
+	}
+	out := &placementValues{NodeSelector: p.NodeSelector, Tolerations: slices.Clone(chartControllerTolerations)}
+	for _, t := range p.Tolerations {
+		out.Tolerations = append(out.Tolerations, toleration{Key: t.Key, Operator: "Equal", Value: t.Value, Effect: t.Effect})
+	}
+	return out
+}
+
 func driverValues(cfg *DriverArgs) values {
 	return values{
+		Controller:                  controllerValues(cfg.Controller),
 		NvidiaDriverRoot:            cfg.DriverRoot,
 		GPUResourcesEnabledOverride: true,
 		ResourceAPIVersion:          ResourceAPIVersion,
@@ -83,7 +108,7 @@ func driverValues(cfg *DriverArgs) values {
 			GPUs:           enabled{Enabled: true},
 			ComputeDomains: enabled{Enabled: cfg.ComputeDomains},
 		},
-		KubeletPlugin: kubeletPluginValues{
+		KubeletPlugin: placementValues{
 			// Every flavour labels its GPU pools with this; the chart's own affinity accepts it too, and GKE has no NFD
 			// to set the alternatives (dra-driver-nvidia-gpu v0.4.0 values.yaml kubeletPlugin.affinity).
 			NodeSelector: map[string]string{cluster.GPUPresentLabel: "true"},

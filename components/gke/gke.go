@@ -20,10 +20,13 @@ type ClusterArgs struct {
 	// AllowUnlistedZone accepts a zone the accelerator table does not list for a pool's accelerator.
 	AllowUnlistedZone bool           `json:"allowUnlistedZone"`
 	SystemPool        SystemPoolArgs `json:"systemPool"`
-	GPUPools          []GPUPoolSpec  `json:"-"`
+	// TenantPool, when set, is a pool for the tenants' pods that need no GPU, and makes the system pool the
+	// platform's own (cluster.PlatformPoolTaint); unset, tenants' pods share the system pool with the platform.
+	TenantPool *SystemPoolArgs `json:"tenantPool"`
+	GPUPools   []GPUPoolSpec   `json:"-"`
 }
 
-// SystemPoolArgs size the autoscaled pool that runs everything but GPU workloads; empty fields take
+// SystemPoolArgs size an autoscaled pool without GPUs, the system pool or the tenant pool; empty fields take
 // e2-standard-4, 1 and 3.
 type SystemPoolArgs struct {
 	MachineType string `json:"machineType"`
@@ -42,6 +45,9 @@ func (s SystemPoolArgs) MachineTypeOrDefault() string {
 // Bounds are the pool's minimum and maximum node counts, 1 and 3 when unset; validation and the cluster both read
 // them here, so what is checked is what is built.
 func (s SystemPoolArgs) Bounds() (int, int) { return s.Or(1, 3) }
+
+// PlatformPool is whether the system pool is the platform's own: when the tenants have a pool of their own.
+func (a ClusterArgs) PlatformPool() bool { return a.TenantPool != nil }
 
 // Config defaults the README documents for a stack's `gke` block; the cluster itself (gkecluster.NewCluster) leaves
 // an unset version and channel to GKE.

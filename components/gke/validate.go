@@ -56,6 +56,10 @@ func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 	}
 	sysMin, sysMax := a.SystemPool.Bounds()
 	errs = append(errs, cluster.ValidateNodeBounds(path.Child("systemPool"), sysMin, sysMax)...)
+	if a.TenantPool != nil {
+		tenMin, tenMax := a.TenantPool.Bounds()
+		errs = append(errs, cluster.ValidateNodeBounds(path.Child("tenantPool"), tenMin, tenMax)...)
+	}
 
 	names := make([]string, len(a.GPUPools))
 	for i, pool := range a.GPUPools {

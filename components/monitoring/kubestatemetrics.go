@@ -1,6 +1,7 @@
 package monitoring
 
 import (
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
 )
@@ -43,6 +44,9 @@ type kubeStateMetricsValues struct {
 	// PrometheusScrape off drops the Service's prometheus.io/scrape annotation (templates/service.yaml): the scrape
 	// objects rendered here are the one scrape, and an annotation-driven scraper would ingest a second copy.
 	PrometheusScrape bool `json:"prometheusScrape"`
+	// NodeSelector and Tolerations place the Deployment (templates/deployment.yaml).
+	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
+	Tolerations  []map[string]string `json:"tolerations,omitempty"`
 }
 
 type imageValues struct {
@@ -50,11 +54,13 @@ type imageValues struct {
 	Tag string `json:"tag"`
 }
 
-func chartValues(s rules.KubeStateMetricsSettings, imageTag string) kubeStateMetricsValues {
+func chartValues(s rules.KubeStateMetricsSettings, imageTag string, placement cluster.Placement) kubeStateMetricsValues {
 	return kubeStateMetricsValues{
 		Image:                 imageValues{Tag: imageTag},
 		Collectors:            s.Collectors,
 		MetricLabelsAllowlist: s.MetricLabelsAllowlist,
 		MetricAllowlist:       s.MetricAllowlist,
+		NodeSelector:          placement.NodeSelector,
+		Tolerations:           placement.TolerationValues(),
 	}
 }

@@ -56,6 +56,9 @@ type MonitoringArgs struct {
 	// Prices price the GPU classes in the showback recording rules; without prices only the devices are recorded. The
 	// Platform checks the priced classes against the catalog.
 	Prices rules.Prices
+	// Placement is where kube-state-metrics runs: the platform pool when the cluster has one
+	// (cluster.Cluster.PlatformPlacement).
+	Placement cluster.Placement
 }
 
 // Monitoring is the installed alerting.
@@ -179,7 +182,7 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 	}, pulumi.Parent(m), pulumi.DeletedWith(ns)); err != nil {
 		return nil, fmt.Errorf("creating the monitoring namespace's network policy: %w", err)
 	}
-	vals, err := helmchart.Values(chartValues(rules.KubeStateMetrics(m.Rules, m.Recordings...), cfg.Spec.KubeStateMetrics.ImageTag))
+	vals, err := helmchart.Values(chartValues(rules.KubeStateMetrics(m.Rules, m.Recordings...), cfg.Spec.KubeStateMetrics.ImageTag, cfg.Placement))
 	if err != nil {
 		return nil, fmt.Errorf("creating kube-state-metrics release: %w", err)
 	}

@@ -195,6 +195,21 @@ func TestKubeStateMetricsReleaseFollowsSpec(t *testing.T) {
 	assert.Equal(t, "v2.21.0", at(t, rel.Inputs["values"].Mappable(), "image", "tag"))
 }
 
+func TestKubeStateMetricsRunsOnThePlatformPool(t *testing.T) {
+	args := scalewayArgs
+	args.Placement = cluster.Placement{NodeSelector: map[string]string{naming.PlatformPoolKey: "true"}, Tolerations: []cluster.Taint{cluster.PlatformPoolTaint}}
+	vals := get(t, run(t, args, false), releaseType, "monitoring-kube-state-metrics").Inputs["values"].Mappable()
+	assert.Equal(t, map[string]any{naming.PlatformPoolKey: "true"}, at(t, vals, "nodeSelector"))
+	assert.Equal(t, []any{map[string]any{"key": naming.PlatformPoolKey, "operator": "Equal", "value": "true", "effect": "NoSchedule"}},
+		at(t, vals, "tolerations"))
+}
+
+func TestKubeStateMetricsKeepsTheChartsPlacementWithoutAPlatformPool(t *testing.T) {
+	vals := get(t, run(t, scalewayArgs, false), releaseType, "monitoring-kube-state-metrics").Inputs["values"].Mappable().(map[string]any)
+	assert.NotContains(t, vals, "nodeSelector")
+	assert.NotContains(t, vals, "tolerations")
+}
+
 func TestPodMonitors(t *testing.T) {
 	args := scalewayArgs
 	args.DriverNamespace = "nvidia-dra"

@@ -11,13 +11,19 @@ import (
 const (
 	// CostStackKey's value is the Pulumi project and stack (CostStackValue).
 	CostStackKey = "gpu-tenancy-stack"
-	// CostPoolKey's value is the node pool's name; the system pool's is CostSystemPool.
+	// CostPoolKey's value is the node pool's name; the system pool's is CostSystemPool, the tenant pool's CostTenantPool.
 	CostPoolKey = "gpu-tenancy-pool"
 	// CostGPUModelKey's value is the pool's GPU model key (such as a100-40gb or l4); GPU pools only.
 	CostGPUModelKey = "gpu-tenancy-gpu-model"
 	// CostSystemPool is the system pool's CostPoolKey value.
 	CostSystemPool = "system"
+	// CostTenantPool is the tenant pool's CostPoolKey value.
+	CostTenantPool = "tenants"
 )
+
+// ReservedPoolNames are the names of the pools without GPUs, which no GPU pool may take: each pool's name is its
+// cost label's value and a part of its resource's name.
+var ReservedPoolNames = []string{CostSystemPool, CostTenantPool}
 
 // maxCostValue is the longest value both clouds take: GCP label values and Kubernetes label values (which Scaleway's
 // tags become on the nodes) are at most 63 characters.

@@ -31,6 +31,9 @@ const (
 	// DedicatedNodeKey is the label and the NoSchedule taint, valued with the tenant's name, of the nodes of a pool
 	// dedicated to one tenant: only that tenant's pods may tolerate it.
 	DedicatedNodeKey = "gpu-tenancy.io/dedicated"
+	// PlatformPoolKey is the label and the NoSchedule taint, valued "true", of the system pool's nodes when the
+	// cluster has a pool for the tenants' other pods: only the platform's own pods tolerate it.
+	PlatformPoolKey = "gpu-tenancy.io/platform-pool"
 )
 
 // NamespacePrefix prefixes each tenant's host namespace (see Namespace).

@@ -416,6 +416,14 @@ func badConfigs() []badConfig {
 		{"the dedicated pools' taint as one every tenant may tolerate", goodGKE, func(tc testConfig) {
 			tc["admission"] = obj{"tolerableTaints": list{"gpu-tenancy.io/dedicated"}}
 		}, nil, "gpu-tenancy:admission.tolerableTaints[0]", "only that tenant's pods may tolerate it"},
+		{"the platform pool's taint as one every tenant may tolerate", goodGKE, func(tc testConfig) {
+			tc["admission"] = obj{"tolerableTaints": list{"gpu-tenancy.io/platform-pool"}}
+		}, nil, "gpu-tenancy:admission.tolerableTaints[0]", "keeps tenant pods off the platform's own pool"},
+		{"a GPU pool named as the tenant pool", goodGKE, func(tc testConfig) { at(tc, "gpuPools", 0)["name"] = "tenants" }, nil,
+			"gpu-tenancy:gpuPools[0].name", "names a pool without GPUs"},
+		{"a tenant pool that cannot scale", goodGKE, func(tc testConfig) {
+			tc["gke"].(obj)["tenantPool"] = obj{"minNodes": 2, "maxNodes": 1}
+		}, nil, "gpu-tenancy:gke.tenantPool.maxNodes", "must be at least 2"},
 		{"unknown admission key", goodGKE, func(tc testConfig) { tc["admission"] = obj{"platformNamespace": list{"ml"}} }, nil,
 			"gpu-tenancy:admission.platformNamespace", `"platformNamespaces"`},
 		{"driver chart given twice", goodGKE, func(tc testConfig) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -243,14 +244,18 @@ func (l *liveCluster) nodeExposures(ctx context.Context) []string {
 		return []string{fmt.Sprintf("not checking the nodes' kubelet versions and dedicated pools' taints (docs/threat-model.md, "+
 			"\"Shared nodes\"): %v", err)}
 	}
-	var old, untainted []string
+	var old, untainted, platform []string
 	for _, n := range nodes.Items {
 		version, _, _ := unstructured.NestedString(n.Object, "status", "nodeInfo", "kubeletVersion")
 		if v, err := utilversion.ParseGeneric(version); err == nil && v.LessThan(utilversion.MajorMinor(1, 35)) {
 			old = append(old, n.GetName()+" ("+version+")")
 		}
-		if tenant := n.GetLabels()[naming.DedicatedNodeKey]; tenant != "" && !keepsOthersOff(n, tenant) {
+		if tenant := n.GetLabels()[naming.DedicatedNodeKey]; tenant != "" && !keepsOthersOff(n, naming.DedicatedNodeKey, tenant) {
 			untainted = append(untainted, n.GetName()+" ("+tenant+")")
+		}
+		if n.GetLabels()[naming.PlatformPoolKey] == cluster.PlatformPoolTaint.Value &&
+			!keepsOthersOff(n, naming.PlatformPoolKey, cluster.PlatformPoolTaint.Value) {
+			platform = append(platform, n.GetName())
 		}
 	}
 	var out []string
@@ -265,15 +270,20 @@ func (l *liveCluster) nodeExposures(ctx context.Context) []string {
 			"tenant's pods can be scheduled there, next to that tenant's images: %s; taint them (docs/threat-model.md, "+
 			"\"Shared nodes\")", naming.DedicatedNodeKey, naming.DedicatedNodeKey, firstFew(untainted)))
 	}
+	if len(platform) > 0 {
+		out = append(out, fmt.Sprintf("nodes labelled %s=true as the platform's own lack its NoSchedule taint, so tenants' "+
+			"pods can be scheduled there, beside every tenant's vCluster control plane: %s; taint them %s=true:NoSchedule "+
+			"(docs/threat-model.md, \"Cloud identity and node services\")", naming.PlatformPoolKey, firstFew(platform), naming.PlatformPoolKey))
+	}
 	return out
 }
 
-// keepsOthersOff reports whether node carries the dedicated taint of tenant with an effect that keeps other pods off.
-func keepsOthersOff(node unstructured.Unstructured, tenant string) bool {
+// keepsOthersOff reports whether node carries the taint key=value with an effect that keeps other pods off.
+func keepsOthersOff(node unstructured.Unstructured, key, value string) bool {
 	taints, _, _ := unstructured.NestedSlice(node.Object, "spec", "taints")
 	for _, t := range taints {
 		taint, _ := t.(map[string]any)
-		if taint["key"] == naming.DedicatedNodeKey && taint["value"] == tenant &&
+		if taint["key"] == key && taint["value"] == value &&
 			(taint["effect"] == "NoSchedule" || taint["effect"] == "NoExecute") {
 			return true
 		}

@@ -362,11 +362,13 @@ func TestAMoveUnderWayStopsTheStacks(t *testing.T) {
 	}
 }
 
-// A node labelled as a tenant's dedicated pool without that tenant's taint is said: every tenant can be scheduled there.
-func TestDedicatedNodesWithoutTheirTaintAreSaid(t *testing.T) {
-	node := func(name, tenant string, taints ...map[string]any) map[string]any {
+// A node labelled as a tenant's dedicated pool without that tenant's taint is said: every tenant can be scheduled
+// there; so is one labelled as the platform's own without its taint, where tenants' pods can land beside the
+// platform's controllers.
+func TestNodesLabelledWithoutTheirTaintAreSaid(t *testing.T) {
+	node := func(key, value string, taints ...map[string]any) map[string]any {
 		n := map[string]any{"apiVersion": "v1", "kind": "Node",
-			"metadata": map[string]any{"name": name, "labels": map[string]any{naming.DedicatedNodeKey: tenant}},
+			"metadata": map[string]any{"name": "node-a", "labels": map[string]any{key: value}},
 			"status":   map[string]any{"nodeInfo": map[string]any{"kubeletVersion": "v1.35.0"}}}
 		if len(taints) > 0 {
 			list := make([]any, len(taints))
@@ -377,18 +379,24 @@ func TestDedicatedNodesWithoutTheirTaintAreSaid(t *testing.T) {
 		}
 		return n
 	}
-	taint := func(value, effect string) map[string]any {
-		return map[string]any{"key": naming.DedicatedNodeKey, "value": value, "effect": effect}
+	taint := func(key, value, effect string) map[string]any {
+		return map[string]any{"key": key, "value": value, "effect": effect}
 	}
+	dedicated, platform := naming.DedicatedNodeKey, naming.PlatformPoolKey
+	const tenantsOwn, platformsOwn = "node-a (team-a)", "as the platform's own lack its NoSchedule taint"
 	for name, c := range map[string]struct {
 		node map[string]any
-		said bool
+		want []string
 	}{
-		"labelled and tainted for the tenant":        {node("gpu-a", "team-a", taint("team-a", "NoSchedule")), false},
-		"tainted NoExecute":                          {node("gpu-a", "team-a", taint("team-a", "NoExecute")), false},
-		"labelled, no taint":                         {node("gpu-a", "team-a"), true},
-		"tainted for another tenant":                 {node("gpu-a", "team-a", taint("team-b", "NoSchedule")), true},
-		"tainted PreferNoSchedule, which keeps none": {node("gpu-a", "team-a", taint("team-a", "PreferNoSchedule")), true},
+		"labelled and tainted for the tenant":        {node(dedicated, "team-a", taint(dedicated, "team-a", "NoSchedule")), nil},
+		"tainted NoExecute":                          {node(dedicated, "team-a", taint(dedicated, "team-a", "NoExecute")), nil},
+		"labelled, no taint":                         {node(dedicated, "team-a"), []string{tenantsOwn, "lack its NoSchedule taint"}},
+		"tainted for another tenant":                 {node(dedicated, "team-a", taint(dedicated, "team-b", "NoSchedule")), []string{tenantsOwn}},
+		"tainted PreferNoSchedule, which keeps none": {node(dedicated, "team-a", taint(dedicated, "team-a", "PreferNoSchedule")), []string{tenantsOwn}},
+		"the platform's, labelled and tainted":       {node(platform, "true", taint(platform, "true", "NoSchedule")), nil},
+		"the platform's, labelled, no taint":         {node(platform, "true"), []string{"node-a", platform + "=true", platformsOwn}},
+		"the platform's, tainted PreferNoSchedule":   {node(platform, "true", taint(platform, "true", "PreferNoSchedule")), []string{platformsOwn}},
+		"the platform's, tainted with another value": {node(platform, "true", taint(platform, "yes", "NoSchedule")), []string{platformsOwn}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeCluster(t)
@@ -396,12 +404,13 @@ func TestDedicatedNodesWithoutTheirTaintAreSaid(t *testing.T) {
 			l, err := connect(f.kubeconfig())
 			require.NoError(t, err)
 			got := strings.Join(l.nodeExposures(t.Context()), "\n")
-			if !c.said {
+			if c.want == nil {
 				assert.Empty(t, got)
 				return
 			}
-			assert.Contains(t, got, "gpu-a (team-a)")
-			assert.Contains(t, got, "lack its NoSchedule taint")
+			for _, w := range c.want {
+				assert.Contains(t, got, w)
+			}
 		})
 	}
 }

@@ -160,6 +160,7 @@ func (c *PlatformArgs) newShared(ctx *pulumi.Context, cl *cluster.Cluster, inClu
 	var afterDriver, afterPlatform []pulumi.Resource
 	if c.DRAEnabled() {
 		driverArgs := c.driverArgs(cl.GPUPools, cl.DriverRoot)
+		driverArgs.Controller = cl.PlatformPlacement()
 		driver, err := dra.NewDriver(ctx, "dra", &driverArgs, inCluster...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("creating the NVIDIA DRA driver: %w", err)
@@ -170,6 +171,7 @@ func (c *PlatformArgs) newShared(ctx *pulumi.Context, cl *cluster.Cluster, inClu
 		platformArgs := c.Platform.PlatformArgs
 		platformArgs.AdminPassword = secretInput(c.Secrets.PlatformAdminPassword)
 		platformArgs.LicenseToken = secretInput(c.Secrets.PlatformLicenseToken)
+		platformArgs.Placement = cl.PlatformPlacement()
 		platform, err := vcluster.NewPlatform(ctx, "platform", &platformArgs, inCluster...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("creating vCluster Platform: %w", err)
@@ -188,6 +190,7 @@ func (c *PlatformArgs) newShared(ctx *pulumi.Context, cl *cluster.Cluster, inClu
 	}
 	if c.Monitoring.EnabledFor(cl.Flavour) {
 		monitoringArgs := c.monitoringArgs()
+		monitoringArgs.Placement = cl.PlatformPlacement()
 		if _, err := monitoring.NewMonitoring(ctx, "monitoring", &monitoringArgs, inCluster...); err != nil {
 			return nil, nil, fmt.Errorf("creating monitoring: %w", err)
 		}
@@ -345,6 +348,17 @@ func (c *PlatformArgs) driverArgs(pools []cluster.GPUPool, driverRoot string) dr
 	return args
 }
 
+// platformPool is whether the cluster has a pool of the platform's own, as its flavour's contract says.
+func (c *PlatformArgs) platformPool() bool {
+	switch c.Cloud {
+	case cluster.GKE:
+		return c.GKE.PlatformPool()
+	case cluster.Scaleway:
+		return c.Scaleway.PlatformPool()
+	}
+	return c.Existing.PlatformPool
+}
+
 // driverRoot is where the cluster's NVIDIA driver lives, as its flavour's contract says.
 func (c *PlatformArgs) driverRoot() string {
 	switch c.Cloud {
@@ -483,6 +497,14 @@ func (c *PlatformArgs) exposures() []string {
 			"other's private images cached on them; use 1.35, or give tenants with private images pools of their own (%s) "+
 			"(docs/threat-model.md, \"Shared nodes\")", c.Keys.Path(key), version, strings.Join(shared, ", "),
 			c.Keys.Path(keyGPUPools).Child("tenant")))
+	}
+	if len(c.Tenants) > 0 && !c.platformPool() {
+		key := map[cluster.Flavour]string{cluster.GKE: "gke.tenantPool", cluster.Scaleway: "scaleway.tenantPool",
+			cluster.Existing: "existing.platformPool"}[c.Cloud]
+		said = append(said, fmt.Sprintf("%s is unset: tenants' pods that need no GPU share the system pool's nodes with the "+
+			"platform's controllers (vCluster Platform, the DRA driver's controller, kube-state-metrics), so a pod that "+
+			"breaks out of its container reaches them and their credentials; set it to give the platform a pool of its own (docs/threat-model.md, \"Cloud identity and node services\")",
+			c.Keys.Path(key)))
 	}
 	if c.Cloud == cluster.Scaleway && c.Scaleway.WithDefaults().CNI == "calico" {
 		var open []string

@@ -2,6 +2,7 @@ package platform
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -269,6 +270,34 @@ func TestADedicatedPoolIsItsTenantsOnly(t *testing.T) {
 	assert.Nil(t, selector)
 }
 
+// With a tenant pool (gke-dev sets one), the platform's controllers go to the platform's own pool: vCluster Platform,
+// kube-state-metrics and the DRA driver's controller select it and tolerate its taint. The vCluster control planes,
+// which their tenants hold, do not.
+func TestThePlatformsControllersRunOnItsOwnPool(t *testing.T) {
+	rec, err := runStack(t, "gke-dev", map[string]string{"gpu-tenancy:draDriver": `{"computeDomains":true}`})
+	require.NoError(t, err)
+	values := func(typ, name string) map[string]any {
+		release, err := rec.Get(typ, name)
+		require.NoError(t, err)
+		return release.Inputs["values"].Mappable().(map[string]any)
+	}
+	selector := map[string]any{naming.PlatformPoolKey: "true"}
+	toleration := map[string]any{"key": naming.PlatformPoolKey, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+	platform := values("kubernetes:helm.sh/v3:Release", "platform")
+	assert.Equal(t, selector, platform["nodeSelector"], "vCluster Platform")
+	assert.Equal(t, []any{toleration}, platform["tolerations"], "vCluster Platform")
+	ksm := values("kubernetes:helm.sh/v3:Release", "monitoring-kube-state-metrics")
+	assert.Equal(t, selector, ksm["nodeSelector"], "kube-state-metrics")
+	assert.Equal(t, []any{toleration}, ksm["tolerations"], "kube-state-metrics")
+	controller := values("kubernetes:helm.sh/v4:Chart", "dra")["controller"].(map[string]any)
+	assert.Equal(t, selector, controller["nodeSelector"], "the DRA driver's controller")
+	assert.Contains(t, controller["tolerations"], toleration, "the DRA driver's controller")
+	for _, tenant := range []string{"legal-ai", "research-ai"} {
+		assert.NotContains(t, fmt.Sprint(values("kubernetes:helm.sh/v4:Chart", tenant)), naming.PlatformPoolKey,
+			"the vCluster of %s, which its tenant holds, stays off the platform's pool", tenant)
+	}
+}
+
 func TestVirtualClusterWaitsForItsTenantGuardRails(t *testing.T) {
 	rec, err := runStack(t, "gke-dev", nil)
 	require.NoError(t, err)
@@ -397,14 +426,20 @@ func TestARelativePathWithoutABaseIsRefused(t *testing.T) {
 	assert.Empty(t, rec.All())
 }
 
-// What the config leaves open beyond any guard is said on every preview: a cloud cluster on 1.34 serves cached
-// private images to any tenant, and Calico on Kapsule lets tenants without blocked ranges reach the nodes' kubelets.
+// What the config leaves open beyond any guard is said on every preview: tenants' pods beside the platform's
+// controllers on the system pool, a cloud cluster on 1.34 serves cached private images to any tenant, and Calico on
+// Kapsule lets tenants without blocked ranges reach the nodes' kubelets.
 func TestTheExposuresOfTheConfigAreSaid(t *testing.T) {
 	tenant := func(name string, blocked ...string) TenantArgs {
 		return TenantArgs{TenantArgs: tenancy.TenantArgs{Name: name, BlockedEgressCIDRs: blocked}}
 	}
 	kapsule := func(cni string, tenants ...TenantArgs) PlatformArgs {
 		return PlatformArgs{Cloud: cluster.Scaleway, Scaleway: scaleway.ClusterArgs{CNI: cni}, Tenants: tenants}
+	}
+	// platformPool gives the platform a pool of its own, so each case shows only the exposure it is about.
+	platformPool := func(a PlatformArgs) PlatformArgs {
+		a.GKE.TenantPool, a.Scaleway.TenantPool, a.Existing.PlatformPool = &gke.SystemPoolArgs{}, &scaleway.SystemPoolArgs{}, true
+		return a
 	}
 	for _, c := range []struct {
 		name string
@@ -434,7 +469,8 @@ func TestTheExposuresOfTheConfigAreSaid(t *testing.T) {
 		{"Kapsule's default CNI, cilium", kapsule("", tenant("team-a")), nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := c.args.exposures()
+			args := platformPool(c.args)
+			got := args.exposures()
 			if c.want == nil {
 				assert.Empty(t, got)
 				return
@@ -443,6 +479,37 @@ func TestTheExposuresOfTheConfigAreSaid(t *testing.T) {
 			for _, w := range c.want {
 				assert.Contains(t, got[0], w)
 			}
+		})
+	}
+}
+
+// Tenants' pods beside the platform's controllers on the system pool are said, naming the key that gives the
+// platform a pool of its own, on every flavour; with no tenants there is no one to keep off.
+func TestASharedSystemPoolIsSaid(t *testing.T) {
+	tenants := []TenantArgs{{TenantArgs: tenancy.TenantArgs{Name: "team-a"}}}
+	for _, c := range []struct {
+		name string
+		args PlatformArgs
+		want string
+	}{
+		{"GKE without a tenant pool", PlatformArgs{Cloud: cluster.GKE, Tenants: tenants}, "gke.tenantPool is unset"},
+		{"Kapsule without a tenant pool", PlatformArgs{Cloud: cluster.Scaleway, Tenants: tenants}, "scaleway.tenantPool is unset"},
+		{"an existing cluster without platform nodes", PlatformArgs{Cloud: cluster.Existing, Tenants: tenants}, "existing.platformPool is unset"},
+		{"GKE with a tenant pool", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{TenantPool: &gke.SystemPoolArgs{}}, Tenants: tenants}, ""},
+		{"Kapsule with a tenant pool", PlatformArgs{Cloud: cluster.Scaleway, Scaleway: scaleway.ClusterArgs{TenantPool: &scaleway.SystemPoolArgs{}},
+			Tenants: tenants}, ""},
+		{"an existing cluster with platform nodes", PlatformArgs{Cloud: cluster.Existing, Existing: cluster.ExistingArgs{PlatformPool: true},
+			Tenants: tenants}, ""},
+		{"no tenants to keep off the system pool", PlatformArgs{Cloud: cluster.GKE}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := strings.Join(c.args.exposures(), "\n")
+			if c.want == "" {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Contains(t, got, c.want)
+			assert.Contains(t, got, "share the system pool's nodes with the platform's controllers")
 		})
 	}
 }

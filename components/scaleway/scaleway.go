@@ -26,7 +26,10 @@ type ClusterArgs struct {
 	AutoUpgrade       AutoUpgradeArgs `json:"autoUpgrade"`
 	Autoscaler        AutoscalerArgs  `json:"autoscaler"`
 	SystemPool        SystemPoolArgs  `json:"systemPool"`
-	GPUPools          []GPUPoolSpec   `json:"-"`
+	// TenantPool, when set, is a pool for the tenants' pods that need no GPU, and makes the system pool the
+	// platform's own (cluster.PlatformPoolTaint); unset, tenants' pods share the system pool with the platform.
+	TenantPool *SystemPoolArgs `json:"tenantPool"`
+	GPUPools   []GPUPoolSpec   `json:"-"`
 }
 
 // AutoUpgradeArgs configure patch upgrades of the control plane.
@@ -55,7 +58,7 @@ type AutoscalerArgs struct {
 	IgnoreDaemonsetsUtilization bool `json:"ignoreDaemonsetsUtilization"`
 }
 
-// SystemPoolArgs size the pool that runs everything but GPU workloads; empty fields take PRO2-S, 1 and 3.
+// SystemPoolArgs size a pool without GPUs, the system pool or the tenant pool; empty fields take PRO2-S, 1 and 3.
 type SystemPoolArgs struct {
 	NodeType string `json:"nodeType"`
 	cluster.NodeBounds
@@ -74,6 +77,9 @@ func (s SystemPoolArgs) NodeTypeOrDefault() string {
 // Bounds are the pool's minimum and maximum node counts, 1 and 3 when unset; validation and the cluster both read
 // them here, so what is checked is what is built.
 func (s SystemPoolArgs) Bounds() (int, int) { return s.Or(1, 3) }
+
+// PlatformPool is whether the system pool is the platform's own: when the tenants have a pool of their own.
+func (a ClusterArgs) PlatformPool() bool { return a.TenantPool != nil }
 
 // Config defaults the README documents for a stack's `scaleway` block.
 const (

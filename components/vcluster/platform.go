@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
@@ -52,6 +53,9 @@ type PlatformArgs struct {
 	AdminPassword pulumi.StringInput `json:"-"`
 	// LicenseToken is an optional platform license token; keep it a secret.
 	LicenseToken pulumi.StringInput `json:"-"`
+	// Placement is where the platform runs: the platform pool when the cluster has one
+	// (cluster.Cluster.PlatformPlacement).
+	Placement cluster.Placement `json:"-"`
 }
 
 // Validate checks the chart, the host and the namespace; the credentials are the caller's to provide.
@@ -89,6 +93,9 @@ type platformValues struct {
 	Config       platformConfigValues    `json:"config"`
 	Env          map[string]string       `json:"env"`
 	EnvValueFrom map[string]envVarSource `json:"envValueFrom,omitempty"`
+	// NodeSelector and Tolerations place the platform's Deployment (templates/deployment.yaml renders them when set).
+	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
+	Tolerations  []map[string]string `json:"tolerations,omitempty"`
 }
 
 type platformAdminValues struct {
@@ -114,10 +121,12 @@ type secretKeyRef struct {
 	Key  string `json:"key"`
 }
 
-func platformChartValues(host string, license bool) platformValues {
+func platformChartValues(host string, license bool, placement cluster.Placement) platformValues {
 	v := platformValues{
-		Admin:   platformAdminValues{Create: true, PasswordSecretRef: secretKeyRef{Name: credentialsSecretName, Key: adminPasswordKey}},
-		Ingress: platformIngressValues{Enabled: true, Host: host},
+		NodeSelector: placement.NodeSelector,
+		Tolerations:  placement.TolerationValues(),
+		Admin:        platformAdminValues{Create: true, PasswordSecretRef: secretKeyRef{Name: credentialsSecretName, Key: adminPasswordKey}},
+		Ingress:      platformIngressValues{Enabled: true, Host: host},
 		// Served on its own host, so the loft.host tunnel (the "router") is not used
 		// (loft-sh/vcluster v0.36.1 pkg/cli/start/upgrade.go).
 		Config: platformConfigValues{LoftHost: host},
@@ -151,7 +160,7 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if a.Namespace == "" {
 		a.Namespace = DefaultPlatformNamespace
 	}
-	vals, err := helmchart.Values(platformChartValues(a.Host, a.LicenseToken != nil))
+	vals, err := helmchart.Values(platformChartValues(a.Host, a.LicenseToken != nil, a.Placement))
 	if err != nil {
 		return nil, fmt.Errorf("creating vCluster Platform %q: %w", name, err)
 	}

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
@@ -63,6 +65,17 @@ func TestPlatformValues(t *testing.T) {
 			assert.Equal(t, tc.want, valuesOf(t, r, "platform"))
 		})
 	}
+}
+
+func TestPlatformRunsOnThePlatformPool(t *testing.T) {
+	r := newRecorder()
+	runPlatform(t, r, platformArgs(func(a *PlatformArgs) {
+		a.Placement = cluster.Placement{NodeSelector: map[string]string{naming.PlatformPoolKey: "true"}, Tolerations: []cluster.Taint{cluster.PlatformPoolTaint}}
+	}))
+	vals := valuesOf(t, r, "platform")
+	assert.Equal(t, map[string]any{naming.PlatformPoolKey: "true"}, vals["nodeSelector"])
+	assert.Equal(t, []any{map[string]any{"key": naming.PlatformPoolKey, "operator": "Equal", "value": "true", "effect": "NoSchedule"}},
+		vals["tolerations"])
 }
 
 func TestPlatformReleaseUsesPinnedChart(t *testing.T) {

@@ -26,8 +26,10 @@ type Cluster struct {
 
 	ControlPlane *container.Cluster
 	SystemPool   *container.NodePool
-	GPUPools     []*container.NodePool
-	Provider     *kubernetes.Provider
+	// TenantPool runs the tenants' pods that need no GPU; nil without gke.tenantPool.
+	TenantPool *container.NodePool
+	GPUPools   []*container.NodePool
+	Provider   *kubernetes.Provider
 	// Kubeconfig authenticates through gke-gcloud-auth-plugin; it is a secret.
 	Kubeconfig  pulumi.StringOutput
 	ClusterName pulumi.StringOutput
@@ -66,28 +68,18 @@ func NewCluster(ctx *pulumi.Context, name string, args *gke.ClusterArgs, opts ..
 	comp.ClusterName = controlPlane.Name
 	comp.Endpoint = controlPlane.Endpoint
 
-	// Autonamed, so a replacement is created before the old pool goes and system workloads always have nodes.
-	sysMin, sysMax := args.SystemPool.Bounds()
-	comp.SystemPool, err = container.NewNodePool(ctx, name+"-system", &container.NodePoolArgs{
-		Cluster:          controlPlane.Name,
-		Location:         pulumi.String(args.Zone),
-		Project:          pulumi.String(args.Project),
-		NodeLocations:    pulumi.StringArray{pulumi.String(args.Zone)},
-		InitialNodeCount: pulumi.Int(sysMin),
-		Autoscaling:      autoscaling(sysMin, sysMax),
-		Management:       management(),
-		NodeConfig: &container.NodePoolNodeConfigArgs{
-			MachineType:            pulumi.String(args.SystemPool.MachineTypeOrDefault()),
-			WorkloadMetadataConfig: gkeMetadata(),
-			KubeletConfig:          kubeletConfig(),
-			ResourceLabels:         pulumi.ToStringMap(naming.CostLabels(stack, naming.CostSystemPool, "")),
-		},
-	}, pulumi.Parent(comp), ignoreNodeCounts())
+	comp.SystemPool, err = newCPUPool(ctx, name, naming.CostSystemPool, args, args.SystemPool, cluster.SystemPoolTaints(args.PlatformPool()), stack, controlPlane, comp)
 	if err != nil {
 		return nil, fmt.Errorf("creating system pool of GKE cluster %q: %w", name, err)
 	}
-
 	pools := []pulumi.Resource{comp.SystemPool}
+	if args.TenantPool != nil {
+		comp.TenantPool, err = newCPUPool(ctx, name, naming.CostTenantPool, args, *args.TenantPool, nil, stack, controlPlane, comp)
+		if err != nil {
+			return nil, fmt.Errorf("creating tenant pool of GKE cluster %q: %w", name, err)
+		}
+		pools = append(pools, comp.TenantPool)
+	}
 	for _, p := range args.GPUPools {
 		contract, _ := gke.PoolContract(p)
 		pool, err := newGPUPool(ctx, name, args, p, contract, stack, controlPlane, comp)
@@ -121,12 +113,13 @@ func NewCluster(ctx *pulumi.Context, name string, args *gke.ClusterArgs, opts ..
 // Contract returns the cluster contract the in-cluster layer builds on.
 func (c *Cluster) Contract() *cluster.Cluster {
 	return &cluster.Cluster{
-		Flavour:    cluster.GKE,
-		Provider:   c.Provider,
-		Kubeconfig: c.Kubeconfig,
-		GPUPools:   append([]cluster.GPUPool(nil), c.pools...),
-		DriverRoot: gke.DriverRoot,
-		Anchor:     c.ControlPlane,
+		Flavour:      cluster.GKE,
+		Provider:     c.Provider,
+		Kubeconfig:   c.Kubeconfig,
+		GPUPools:     append([]cluster.GPUPool(nil), c.pools...),
+		DriverRoot:   gke.DriverRoot,
+		PlatformPool: c.TenantPool != nil,
+		Anchor:       c.ControlPlane,
 		// GKE runs the scheduler and controller-manager itself; that it uses the standard identities is UNCONFIRMED:
 		// a stack adds others with admission.claimStatusWriters.
 		ClaimStatusWriters: slices.Clone(cluster.StandardClaimStatusWriters),
@@ -181,16 +174,61 @@ func controlPlaneArgs(args *gke.ClusterArgs, stack string) *container.ClusterArg
 	return cp
 }
 
-func newGPUPool(ctx *pulumi.Context, name string, args *gke.ClusterArgs, p gke.GPUPoolSpec, contract cluster.GPUPool, stack string,
-	controlPlane *container.Cluster, parent pulumi.Resource) (*container.NodePool, error) {
-	var taints container.NodePoolNodeConfigTaintArray
-	for _, t := range contract.Taints() {
+// newCPUPool creates a pool without GPUs, the system pool or the tenant pool (role, its cost label's value); a
+// pool with taints is the platform's own and carries their keys as labels too, so the platform's pods can select it.
+// Autonamed, so a replacement is created before the old pool goes and system workloads always have nodes.
+func newCPUPool(ctx *pulumi.Context, name, role string, args *gke.ClusterArgs, size gke.SystemPoolArgs, taints []cluster.Taint,
+	stack string, controlPlane *container.Cluster, parent pulumi.Resource) (*container.NodePool, error) {
+	minNodes, maxNodes := size.Bounds()
+	nodeTaints, err := gkeTaints(taints)
+	if err != nil {
+		return nil, err
+	}
+	var labels pulumi.StringMap
+	if len(taints) > 0 {
+		labels = pulumi.ToStringMap(cluster.PlatformPoolLabels())
+	}
+	return container.NewNodePool(ctx, name+"-"+role, &container.NodePoolArgs{
+		Cluster:          controlPlane.Name,
+		Location:         pulumi.String(args.Zone),
+		Project:          pulumi.String(args.Project),
+		NodeLocations:    pulumi.StringArray{pulumi.String(args.Zone)},
+		InitialNodeCount: pulumi.Int(minNodes),
+		Autoscaling:      autoscaling(minNodes, maxNodes),
+		Management:       management(),
+		NodeConfig: &container.NodePoolNodeConfigArgs{
+			MachineType:            pulumi.String(size.MachineTypeOrDefault()),
+			WorkloadMetadataConfig: gkeMetadata(),
+			KubeletConfig:          kubeletConfig(),
+			ResourceLabels:         pulumi.ToStringMap(naming.CostLabels(stack, role, "")),
+			Labels:                 labels,
+			Taints:                 nodeTaints,
+		},
+	}, pulumi.Parent(parent), ignoreNodeCounts(),
+		// A system pool that becomes the platform's own gets new nodes: a NoSchedule taint added in place evicts no
+		// tenant pod already there (docs/threat-model.md, "Cloud identity and node services").
+		pulumi.ReplaceOnChanges([]string{"nodeConfig.taints"}))
+}
+
+// gkeTaints are the taints in the GKE API's spelling.
+func gkeTaints(taints []cluster.Taint) (container.NodePoolNodeConfigTaintArray, error) {
+	var out container.NodePoolNodeConfigTaintArray
+	for _, t := range taints {
 		effect, ok := taintEffects[t.Effect]
 		if !ok {
 			return nil, fmt.Errorf("taint effect %q has no GKE spelling", t.Effect)
 		}
-		taints = append(taints, &container.NodePoolNodeConfigTaintArgs{
+		out = append(out, &container.NodePoolNodeConfigTaintArgs{
 			Key: pulumi.String(t.Key), Value: pulumi.String(t.Value), Effect: pulumi.String(effect)})
+	}
+	return out, nil
+}
+
+func newGPUPool(ctx *pulumi.Context, name string, args *gke.ClusterArgs, p gke.GPUPoolSpec, contract cluster.GPUPool, stack string,
+	controlPlane *container.Cluster, parent pulumi.Resource) (*container.NodePool, error) {
+	taints, err := gkeTaints(contract.Taints())
+	if err != nil {
+		return nil, err
 	}
 	accelerator := &container.NodePoolNodeConfigGuestAcceleratorArgs{
 		Type:  pulumi.String(p.Accelerator),

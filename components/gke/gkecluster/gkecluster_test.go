@@ -221,6 +221,67 @@ func TestSystemPool(t *testing.T) {
 	}
 }
 
+func TestTenantPoolMakesTheSystemPoolThePlatforms(t *testing.T) {
+	args := testArgs()
+	args.TenantPool = &gke.SystemPoolArgs{MachineType: "e2-standard-8", NodeBounds: cluster.NodeBounds{MaxNodes: pulumi.IntRef(5)}}
+	var contract *cluster.Cluster
+	rec := run(t, args, func(_ *pulumi.Context, c *Cluster) { contract = c.Contract() })
+	system, err := rec.Get(nodePoolType, "gke-system")
+	require.NoError(t, err)
+	tenants, err := rec.Get(nodePoolType, "gke-tenants")
+	require.NoError(t, err)
+	tests := []struct {
+		name  string
+		check func(t *testing.T)
+	}{
+		{"the system pool is tainted for the platform alone, in GKE's spelling", func(t *testing.T) {
+			assert.Equal(t, []any{map[string]any{"key": naming.PlatformPoolKey, "value": "true", "effect": "NO_SCHEDULE"}},
+				at(system.Inputs, "nodeConfig", "taints").Mappable())
+		}},
+		{"the system pool is labelled, so the platform's pods can select it", func(t *testing.T) {
+			assert.Equal(t, map[string]any{naming.PlatformPoolKey: "true"}, at(system.Inputs, "nodeConfig", "labels").Mappable())
+		}},
+		{"the system pool gets new nodes when its taints change", func(t *testing.T) {
+			assert.Contains(t, system.Request.GetReplaceOnChanges(), "nodeConfig.taints")
+		}},
+		{"the tenant pool has neither taint nor label", func(t *testing.T) {
+			for _, k := range []resource.PropertyKey{"guestAccelerators", "labels", "taints"} {
+				v, ok := at(tenants.Inputs, "nodeConfig").ObjectValue()[k]
+				assert.False(t, ok && !v.IsNull(), "tenant pool has %s %v", k, v)
+			}
+		}},
+		{"the tenant pool takes its own size, with the defaults for what is unset", func(t *testing.T) {
+			assert.Equal(t, "e2-standard-8", at(tenants.Inputs, "nodeConfig", "machineType").StringValue())
+			assert.Equal(t, float64(1), at(tenants.Inputs, "autoscaling", "minNodeCount").NumberValue())
+			assert.Equal(t, float64(5), at(tenants.Inputs, "autoscaling", "maxNodeCount").NumberValue())
+		}},
+		{"the tenant pool has the node settings of every pool", func(t *testing.T) {
+			assert.Equal(t, "FALSE", at(tenants.Inputs, "nodeConfig", "kubeletConfig", "insecureKubeletReadonlyPortEnabled").StringValue())
+			assert.Equal(t, "GKE_METADATA", at(tenants.Inputs, "nodeConfig", "workloadMetadataConfig", "mode").StringValue())
+		}},
+		{"the tenant pool's costs are its own", func(t *testing.T) {
+			assert.Equal(t, naming.CostTenantPool, at(tenants.Inputs, "nodeConfig", "resourceLabels", naming.CostPoolKey).StringValue())
+		}},
+		{"the contract says the cluster has a platform pool", func(t *testing.T) {
+			assert.True(t, contract.PlatformPool)
+			assert.Equal(t, cluster.Placement{NodeSelector: map[string]string{naming.PlatformPoolKey: "true"},
+				Tolerations: []cluster.Taint{cluster.PlatformPoolTaint}}, contract.PlatformPlacement())
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.check)
+	}
+}
+
+func TestNoTenantPoolLeavesOnePoolForAll(t *testing.T) {
+	var contract *cluster.Cluster
+	rec := run(t, testArgs(), func(_ *pulumi.Context, c *Cluster) { contract = c.Contract() })
+	_, err := rec.Get(nodePoolType, "gke-tenants")
+	assert.Error(t, err, "no tenant pool without gke.tenantPool")
+	assert.False(t, contract.PlatformPool)
+	assert.Equal(t, cluster.Placement{}, contract.PlatformPlacement(), "the platform's pods go anywhere")
+}
+
 func TestControlPlane(t *testing.T) {
 	args := testArgs()
 	reg, err := run(t, args, nil).Get(clusterType, "gke")

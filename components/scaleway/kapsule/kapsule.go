@@ -29,8 +29,10 @@ type Cluster struct {
 	PrivateNetwork *network.PrivateNetwork
 	Kapsule        *kubernetes.Cluster
 	SystemPool     *kubernetes.Pool
-	GPUPools       []*kubernetes.Pool
-	Provider       *k8s.Provider
+	// TenantPool runs the tenants' pods that need no GPU; nil without scaleway.tenantPool.
+	TenantPool *kubernetes.Pool
+	GPUPools   []*kubernetes.Pool
+	Provider   *k8s.Provider
 	// Kubeconfig carries an admin token; it is a secret.
 	Kubeconfig  pulumi.StringOutput
 	ClusterName pulumi.StringOutput
@@ -70,28 +72,23 @@ func NewCluster(ctx *pulumi.Context, name string, args *scaleway.ClusterArgs, op
 	comp.ClusterName = comp.Kapsule.Name
 	comp.APIServer = comp.Kapsule.ApiserverUrl
 
-	// Autonamed, so a replacement is created before the old pool goes: a Kapsule cluster without a pool has no API.
-	sysMin, sysMax := args.SystemPool.Bounds()
-	sysArgs := poolArgs(args, comp.Kapsule, args.SystemPool.NodeTypeOrDefault(), sysMin, sysMax)
-	sysArgs.Tags = pulumi.ToStringArray(scaleway.Tags(naming.CostLabels(stack, naming.CostSystemPool, "")))
-	comp.SystemPool, err = kubernetes.NewPool(ctx, name+"-system", sysArgs, pulumi.Parent(comp), ignoreSize())
-	if err != nil {
+	if comp.SystemPool, err = newCPUPool(ctx, name, naming.CostSystemPool, args, args.SystemPool, cluster.SystemPoolTaints(args.PlatformPool()), stack, comp); err != nil {
 		return nil, fmt.Errorf("creating system pool of Kapsule cluster %q: %w", name, err)
 	}
-
 	pools := []pulumi.Resource{comp.SystemPool}
+	if args.TenantPool != nil {
+		if comp.TenantPool, err = newCPUPool(ctx, name, naming.CostTenantPool, args, *args.TenantPool, nil, stack, comp); err != nil {
+			return nil, fmt.Errorf("creating tenant pool of Kapsule cluster %q: %w", name, err)
+		}
+		pools = append(pools, comp.TenantPool)
+	}
 	for _, p := range args.GPUPools {
 		contract, _ := scaleway.PoolContract(p)
 		pa := poolArgs(args, comp.Kapsule, p.NodeType, p.Min(), p.Max())
 		pa.Name = pulumi.String(p.Name)
 		pa.Labels = pulumi.ToStringMap(contract.Labels)
 		pa.Tags = pulumi.ToStringArray(scaleway.Tags(naming.CostLabels(stack, p.Name, contract.Model.Key)))
-		var taints kubernetes.PoolTaintArray
-		for _, t := range contract.Taints() {
-			taints = append(taints, &kubernetes.PoolTaintArgs{
-				Key: pulumi.String(t.Key), Value: pulumi.String(t.Value), Effect: pulumi.String(t.Effect)})
-		}
-		pa.Taints = taints
+		pa.Taints = poolTaints(contract.Taints())
 		pool, err := kubernetes.NewPool(ctx, name+"-"+p.Name, pa, pulumi.Parent(comp), ignoreSize(),
 			// The pool's name is fixed and node type or zone changes force replacement: the old pool must go first.
 			// GPU quota rarely fits both at once anyway.
@@ -137,12 +134,13 @@ func NewCluster(ctx *pulumi.Context, name string, args *scaleway.ClusterArgs, op
 // Contract returns the cluster contract the in-cluster layer builds on.
 func (c *Cluster) Contract() *cluster.Cluster {
 	return &cluster.Cluster{
-		Flavour:    cluster.Scaleway,
-		Provider:   c.Provider,
-		Kubeconfig: c.Kubeconfig,
-		GPUPools:   append([]cluster.GPUPool(nil), c.pools...),
-		DriverRoot: scaleway.DriverRoot,
-		Anchor:     c.Kapsule,
+		Flavour:      cluster.Scaleway,
+		Provider:     c.Provider,
+		Kubeconfig:   c.Kubeconfig,
+		GPUPools:     append([]cluster.GPUPool(nil), c.pools...),
+		DriverRoot:   scaleway.DriverRoot,
+		PlatformPool: c.TenantPool != nil,
+		Anchor:       c.Kapsule,
 		// Kapsule runs the control plane itself; that it uses the standard identities is UNCONFIRMED: a stack adds
 		// others with admission.claimStatusWriters.
 		ClaimStatusWriters: slices.Clone(cluster.StandardClaimStatusWriters),
@@ -202,6 +200,33 @@ func poolArgs(args *scaleway.ClusterArgs, kapsule *kubernetes.Cluster, nodeType 
 		Autohealing:      pulumi.Bool(true),
 		WaitForPoolReady: pulumi.Bool(true),
 	}
+}
+
+// newCPUPool creates a pool without GPUs, the system pool or the tenant pool (role, its cost tag's value); a pool
+// with taints is the platform's own and carries the platform pool's labels too, so the platform's pods can select it.
+// Autonamed, so a replacement is created before the old pool goes: a Kapsule cluster without a pool has no API.
+func newCPUPool(ctx *pulumi.Context, name, role string, args *scaleway.ClusterArgs, size scaleway.SystemPoolArgs, taints []cluster.Taint,
+	stack string, parent *Cluster) (*kubernetes.Pool, error) {
+	minNodes, maxNodes := size.Bounds()
+	pa := poolArgs(args, parent.Kapsule, size.NodeTypeOrDefault(), minNodes, maxNodes)
+	pa.Tags = pulumi.ToStringArray(scaleway.Tags(naming.CostLabels(stack, role, "")))
+	if len(taints) > 0 {
+		pa.Labels = pulumi.ToStringMap(cluster.PlatformPoolLabels())
+		pa.Taints = poolTaints(taints)
+	}
+	return kubernetes.NewPool(ctx, name+"-"+role, pa, pulumi.Parent(parent), ignoreSize(),
+		// A system pool that becomes the platform's own gets new nodes: a NoSchedule taint added in place evicts no
+		// tenant pod already there (docs/threat-model.md, "Cloud identity and node services").
+		pulumi.ReplaceOnChanges([]string{"taints"}))
+}
+
+// poolTaints are the taints as a Kapsule pool takes them, in Kubernetes casing.
+func poolTaints(taints []cluster.Taint) kubernetes.PoolTaintArray {
+	var out kubernetes.PoolTaintArray
+	for _, t := range taints {
+		out = append(out, &kubernetes.PoolTaintArgs{Key: pulumi.String(t.Key), Value: pulumi.String(t.Value), Effect: pulumi.String(t.Effect)})
+	}
+	return out
 }
 
 // ignoreSize leaves the node count to the autoscaler.

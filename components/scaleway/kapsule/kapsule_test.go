@@ -197,6 +197,50 @@ func TestSystemPool(t *testing.T) {
 	assert.False(t, reg.Request.GetDeleteBeforeReplace())
 }
 
+func TestTenantPoolMakesTheSystemPoolThePlatforms(t *testing.T) {
+	args := testArgs()
+	args.TenantPool = &scaleway.SystemPoolArgs{NodeType: "PRO2-M", NodeBounds: cluster.NodeBounds{MaxNodes: pulumi.IntRef(4)}}
+	var contract *cluster.Cluster
+	rec := run(t, args, func(_ *pulumi.Context, c *Cluster) { contract = c.Contract() })
+	system, err := rec.Get(poolType, "scw-system")
+	require.NoError(t, err)
+	tenants, err := rec.Get(poolType, "scw-tenants")
+	require.NoError(t, err)
+	tests := []struct {
+		name  string
+		check func(t *testing.T)
+	}{
+		{"the system pool is tainted for the platform alone, in Kubernetes casing", func(t *testing.T) {
+			assert.Equal(t, []any{map[string]any{"key": naming.PlatformPoolKey, "value": "true", "effect": "NoSchedule"}},
+				system.Inputs["taints"].Mappable())
+		}},
+		{"the system pool is labelled, so the platform's pods can select it", func(t *testing.T) {
+			assert.Equal(t, map[string]any{naming.PlatformPoolKey: "true"}, system.Inputs["labels"].Mappable())
+		}},
+		{"the system pool gets new nodes when its taints change", func(t *testing.T) {
+			assert.Contains(t, system.Request.GetReplaceOnChanges(), "taints")
+		}},
+		{"the tenant pool has neither taint nor label", func(t *testing.T) {
+			assert.NotContains(t, tenants.Inputs, resource.PropertyKey("taints"))
+			assert.NotContains(t, tenants.Inputs, resource.PropertyKey("labels"))
+		}},
+		{"the tenant pool takes its own size, with the defaults for what is unset", func(t *testing.T) {
+			assert.Equal(t, "PRO2-M", tenants.Inputs["nodeType"].StringValue())
+			assert.Equal(t, float64(1), tenants.Inputs["minSize"].NumberValue())
+			assert.Equal(t, float64(4), tenants.Inputs["maxSize"].NumberValue())
+		}},
+		{"the tenant pool's costs are its own", func(t *testing.T) {
+			assert.Contains(t, tenants.Inputs["tags"].Mappable(), naming.CostPoolKey+"="+naming.CostTenantPool)
+		}},
+		{"the contract says the cluster has a platform pool", func(t *testing.T) {
+			assert.True(t, contract.PlatformPool)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.check)
+	}
+}
+
 func TestProvider(t *testing.T) {
 	rec := run(t, testArgs(), nil)
 	reg, err := rec.Get(providerType, "scw")
