@@ -42,11 +42,11 @@ func (c *Cluster) PlatformPlacement() Placement {
 }
 
 // TolerationValues are the tolerations in the pod spec's own shape, as charts take them in their values: each taint
-// tolerated by key, value and effect.
+// tolerated by key and value, whatever its effect, so nodes an operator taints NoExecute keep the platform's pods.
 func (p Placement) TolerationValues() []map[string]string {
 	var out []map[string]string
 	for _, t := range p.Tolerations {
-		out = append(out, map[string]string{"key": t.Key, "operator": "Equal", "value": t.Value, "effect": t.Effect})
+		out = append(out, map[string]string{"key": t.Key, "operator": "Equal", "value": t.Value})
 	}
 	return out
 }

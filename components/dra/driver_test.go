@@ -143,7 +143,7 @@ func TestControllerRunsOnThePlatformPool(t *testing.T) {
 		map[string]any{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
 		map[string]any{"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"},
 		map[string]any{"key": "CriticalAddonsOnly", "operator": "Exists"},
-		map[string]any{"key": naming.PlatformPoolKey, "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+		map[string]any{"key": naming.PlatformPoolKey, "operator": "Equal", "value": "true"},
 	}, at(t, vals, "controller", "tolerations"))
 }
 

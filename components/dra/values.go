@@ -93,7 +93,7 @@ func controllerValues(p cluster.Placement) *placementValues {
 	}
 	out := &placementValues{NodeSelector: p.NodeSelector, Tolerations: slices.Clone(chartControllerTolerations)}
 	for _, t := range p.Tolerations {
-		out.Tolerations = append(out.Tolerations, toleration{Key: t.Key, Operator: "Equal", Value: t.Value, Effect: t.Effect})
+		out.Tolerations = append(out.Tolerations, toleration{Key: t.Key, Operator: "Equal", Value: t.Value})
 	}
 	return out
 }

@@ -200,7 +200,7 @@ func TestKubeStateMetricsRunsOnThePlatformPool(t *testing.T) {
 	args.Placement = cluster.Placement{NodeSelector: map[string]string{naming.PlatformPoolKey: "true"}, Tolerations: []cluster.Taint{cluster.PlatformPoolTaint}}
 	vals := get(t, run(t, args, false), releaseType, "monitoring-kube-state-metrics").Inputs["values"].Mappable()
 	assert.Equal(t, map[string]any{naming.PlatformPoolKey: "true"}, at(t, vals, "nodeSelector"))
-	assert.Equal(t, []any{map[string]any{"key": naming.PlatformPoolKey, "operator": "Equal", "value": "true", "effect": "NoSchedule"}},
+	assert.Equal(t, []any{map[string]any{"key": naming.PlatformPoolKey, "operator": "Equal", "value": "true"}},
 		at(t, vals, "tolerations"))
 }
 

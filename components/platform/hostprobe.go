@@ -235,7 +235,7 @@ func (c *PlatformArgs) probeBuiltCluster(ctx *pulumi.Context, kubeconfig pulumi.
 			warn(fmt.Sprintf("not checking what the cluster does to tenant pods: %v", err))
 			return nil, nil
 		}
-		for _, w := range l.nodeExposures(goctx) {
+		for _, w := range l.nodeExposures(goctx, c.platformPool()) {
 			warn(w)
 		}
 		return nil, l.hostRewrites(goctx, c, l.probeNamespace(goctx, tenants))

@@ -238,13 +238,14 @@ var nodesResource = schema.GroupVersionResource{Version: "v1", Resource: "nodes"
 // dedicated pool without that pool's taint, where every tenant's pods can be scheduled next to that tenant's images
 // (the program taints the pools it builds; an existing cluster's nodes are the operator's to taint). Nodes the stack
 // cannot list are said too: the exposure is then not known.
-func (l *liveCluster) nodeExposures(ctx context.Context) []string {
+func (l *liveCluster) nodeExposures(ctx context.Context, platformPool bool) []string {
 	nodes, err := l.dyn.Resource(nodesResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return []string{fmt.Sprintf("not checking the nodes' kubelet versions and dedicated pools' taints (docs/threat-model.md, "+
-			"\"Shared nodes\"): %v", err)}
+		return []string{fmt.Sprintf("not checking the nodes' kubelet versions and the taints of dedicated and platform pools "+
+			"(docs/threat-model.md, \"Shared nodes\"): %v", err)}
 	}
 	var old, untainted, platform []string
+	platformNodes := 0
 	for _, n := range nodes.Items {
 		version, _, _ := unstructured.NestedString(n.Object, "status", "nodeInfo", "kubeletVersion")
 		if v, err := utilversion.ParseGeneric(version); err == nil && v.LessThan(utilversion.MajorMinor(1, 35)) {
@@ -253,9 +254,11 @@ func (l *liveCluster) nodeExposures(ctx context.Context) []string {
 		if tenant := n.GetLabels()[naming.DedicatedNodeKey]; tenant != "" && !keepsOthersOff(n, naming.DedicatedNodeKey, tenant) {
 			untainted = append(untainted, n.GetName()+" ("+tenant+")")
 		}
-		if n.GetLabels()[naming.PlatformPoolKey] == cluster.PlatformPoolTaint.Value &&
-			!keepsOthersOff(n, naming.PlatformPoolKey, cluster.PlatformPoolTaint.Value) {
-			platform = append(platform, n.GetName())
+		if n.GetLabels()[naming.PlatformPoolKey] == cluster.PlatformPoolTaint.Value {
+			platformNodes++
+			if !keepsOthersOff(n, naming.PlatformPoolKey, cluster.PlatformPoolTaint.Value) {
+				platform = append(platform, n.GetName())
+			}
 		}
 	}
 	var out []string
@@ -272,8 +275,13 @@ func (l *liveCluster) nodeExposures(ctx context.Context) []string {
 	}
 	if len(platform) > 0 {
 		out = append(out, fmt.Sprintf("nodes labelled %s=true as the platform's own lack its NoSchedule taint, so tenants' "+
-			"pods can be scheduled there, beside every tenant's vCluster control plane: %s; taint them %s=true:NoSchedule "+
+			"pods can be scheduled there, beside the platform's controllers: %s; taint them %s=true:NoSchedule "+
 			"(docs/threat-model.md, \"Cloud identity and node services\")", naming.PlatformPoolKey, firstFew(platform), naming.PlatformPoolKey))
+	}
+	if platformPool && platformNodes == 0 && len(nodes.Items) > 0 {
+		out = append(out, fmt.Sprintf("the platform has a pool of its own, but no node is labelled %s=true: vCluster Platform, "+
+			"kube-state-metrics and the DRA driver's controller select such nodes and stay Pending until one is; label and taint "+
+			"the platform's nodes (docs/threat-model.md, \"Cloud identity and node services\")", naming.PlatformPoolKey))
 	}
 	return out
 }

@@ -403,7 +403,7 @@ func TestNodesLabelledWithoutTheirTaintAreSaid(t *testing.T) {
 			f.lists["/api/v1/nodes"] = []map[string]any{c.node}
 			l, err := connect(f.kubeconfig())
 			require.NoError(t, err)
-			got := strings.Join(l.nodeExposures(t.Context()), "\n")
+			got := strings.Join(l.nodeExposures(t.Context(), false), "\n")
 			if c.want == nil {
 				assert.Empty(t, got)
 				return
@@ -411,6 +411,40 @@ func TestNodesLabelledWithoutTheirTaintAreSaid(t *testing.T) {
 			for _, w := range c.want {
 				assert.Contains(t, got, w)
 			}
+		})
+	}
+}
+
+// A cluster whose platform has a pool of its own but no node labelled for it is said: the platform's controllers
+// would stay Pending.
+func TestAPlatformPoolWithoutNodesIsSaid(t *testing.T) {
+	node := func(labels map[string]any, taints ...any) map[string]any {
+		return map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "node-a", "labels": labels},
+			"spec": map[string]any{"taints": taints}, "status": map[string]any{"nodeInfo": map[string]any{"kubeletVersion": "v1.35.0"}}}
+	}
+	platformNode := node(map[string]any{naming.PlatformPoolKey: "true"},
+		map[string]any{"key": naming.PlatformPoolKey, "value": "true", "effect": "NoSchedule"})
+	for name, c := range map[string]struct {
+		nodes        []map[string]any
+		platformPool bool
+		said         bool
+	}{
+		"a platform pool and a node labelled for it":  {[]map[string]any{platformNode, node(nil)}, true, false},
+		"a platform pool and no node labelled for it": {[]map[string]any{node(nil)}, true, true},
+		"no platform pool":                            {[]map[string]any{node(nil)}, false, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			f.lists["/api/v1/nodes"] = c.nodes
+			l, err := connect(f.kubeconfig())
+			require.NoError(t, err)
+			got := strings.Join(l.nodeExposures(t.Context(), c.platformPool), "\n")
+			if !c.said {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Contains(t, got, "no node is labelled "+naming.PlatformPoolKey+"=true")
+			assert.Contains(t, got, "stay Pending")
 		})
 	}
 }
@@ -441,7 +475,7 @@ func TestKubeletsOlderThan135AreSaid(t *testing.T) {
 			if strings.Contains(c.want, "not checking") {
 				f.server.Close()
 			}
-			got := strings.Join(l.nodeExposures(t.Context()), "\n")
+			got := strings.Join(l.nodeExposures(t.Context(), false), "\n")
 			if c.want == "" {
 				assert.Empty(t, got)
 				return

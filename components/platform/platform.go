@@ -277,7 +277,7 @@ func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig
 		}
 		return "", err
 	}
-	for _, w := range l.nodeExposures(goctx) {
+	for _, w := range l.nodeExposures(goctx, c.platformPool()) {
 		warn(w)
 	}
 	if c.TenantGroups > 0 {

@@ -282,7 +282,7 @@ func TestThePlatformsControllersRunOnItsOwnPool(t *testing.T) {
 		return release.Inputs["values"].Mappable().(map[string]any)
 	}
 	selector := map[string]any{naming.PlatformPoolKey: "true"}
-	toleration := map[string]any{"key": naming.PlatformPoolKey, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+	toleration := map[string]any{"key": naming.PlatformPoolKey, "operator": "Equal", "value": "true"}
 	platform := values("kubernetes:helm.sh/v3:Release", "platform")
 	assert.Equal(t, selector, platform["nodeSelector"], "vCluster Platform")
 	assert.Equal(t, []any{toleration}, platform["tolerations"], "vCluster Platform")

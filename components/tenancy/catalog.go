@@ -164,7 +164,7 @@ func (a AdmissionArgs) Validate(path *field.Path, tenants []string) field.ErrorL
 		naming.DedicatedNodeKey: "it keeps every other tenant off the pools dedicated to a tenant (gpuPools[].tenant): " +
 			"only that tenant's pods may tolerate it, with their own tenant's name",
 		naming.PlatformPoolKey: "it keeps tenant pods off the platform's own pool (gke.tenantPool, scaleway.tenantPool, " +
-			"existing.platformPool), beside every tenant's vCluster control plane: no tenant may tolerate it",
+			"existing.platformPool), beside the platform's controllers: no tenant may tolerate it",
 	})...)
 	errs = append(errs, validateTaintKeys(path.Child("tolerableDeviceTaints"), a.TolerableDeviceTaints, nil)...)
 	for i, w := range a.ClaimStatusWriters {

@@ -365,15 +365,34 @@ var podPhasePolicy = admissionPolicy{
 	name:            PodPhasePolicy,
 	rules:           []admissionRule{{group: "", resources: []string{"pods/status"}, operations: update}},
 	matchConditions: []celNamed{{"tenant-identity", celTenantIdentity}},
-	variables: []celNamed{{"changed", `(object.status.?phase != oldObject.status.?phase ? ['phase'] : []) +
-	(object.status.?resourceClaimStatuses != oldObject.status.?resourceClaimStatuses ? ['resourceClaimStatuses'] : []) +
-	(object.status.?extendedResourceClaimStatus != oldObject.status.?extendedResourceClaimStatus ? ['extendedResourceClaimStatus'] : [])`}},
+	variables: []celNamed{
+		{"resizes", `[object, oldObject].map(o, o.status.?conditions.orValue([]).filter(c, c.type in $RESIZE_CONDITIONS))`},
+		{"changed", `$OWNED_FIELDS.filter(f, object.status[?f] != oldObject.status[?f]) +
+	(variables.resizes[0] != variables.resizes[1] ? ['conditions (' + $RESIZE_CONDITIONS.join(', ') + ')'] : [])`},
+	},
 	validations: []celValidation{{
 		expression: `size(variables.changed) == 0`,
 		message: `'pod ' + object.metadata.name + ': ' + request.userInfo.username + ' may not change status.' +
 	variables.changed.join(', status.') + '; the kubelet and the scheduler write them'`,
 	}},
+	literals: map[string]string{"OWNED_FIELDS": celList(kubeletOwnedStatus), "RESIZE_CONDITIONS": celList(resizeConditions)},
 }
+
+// kubeletOwnedStatus are the pod status fields the kubelet and the scheduler write and others read as theirs: the
+// phase and claim statuses (above); the nominated node, which the scheduler counts against that node's capacity for
+// every pod of no higher priority, even for a gated pod (kubernetes v1.34.4 pkg/scheduler/backend/queue
+// scheduling_queue.go UpdateNominatedPod, framework addGENominatedPods); the container statuses, whose resources the
+// scheduler and the quota take over the spec's while a resize is pending (k8s.io/component-helpers v0.34.4
+// resource/helpers.go determineContainerReqs); the pod's addresses and QoS class. vCluster writes none of them to
+// the host (it patches the conditions of a pod's readiness gates: loft-sh/vcluster v0.36.1
+// pkg/controllers/resources/pods/syncer.go).
+var kubeletOwnedStatus = []string{"phase", "resourceClaimStatuses", "extendedResourceClaimStatus", "nominatedNodeName",
+	"containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses", "resize", "podIP", "podIPs", "hostIP",
+	"hostIPs", "qosClass", "startTime"}
+
+// resizeConditions are the pod conditions that say a resize is pending or under way, with which the container
+// statuses' resources count instead of the spec's (kubernetes v1.34.4 pkg/apis/core/types.go).
+var resizeConditions = []string{"PodResizePending", "PodResizeInProgress"}
 
 // gracefulDeletePolicy: a pod deleted without a grace period is gone from the API at once, its claims are released
 // and its devices handed to the next claim, while the kubelet stops its containers only when it notices

@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -266,7 +267,21 @@ func TestTheTenantCannotEndAPodBehindTheKubeletsBack(t *testing.T) {
 		{"the syncer copies a readiness condition", statusUpdate(syncer(tenantNS), func(p *corev1.Pod) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: "example.com/ready", Status: corev1.ConditionTrue}}
 		}), nil},
+		{"the syncer nominates a node", statusUpdate(syncer(tenantNS), func(p *corev1.Pod) { p.Status.NominatedNodeName = "gpu-b-0" }),
+			[]string{"may not change status.nominatedNodeName"}},
+		{"the syncer shrinks what its containers hold", statusUpdate(syncer(tenantNS), func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Resources: &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m")}}}}
+		}), []string{"status.containerStatuses"}},
+		{"the syncer says a resize is pending", statusUpdate(syncer(tenantNS), func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: "Infeasible"}}
+		}), []string{"status.conditions (PodResizePending, PodResizeInProgress)"}},
+		{"the syncer rewrites the pod's address", statusUpdate(syncer(tenantNS), func(p *corev1.Pod) { p.Status.PodIP = "10.9.9.9" }),
+			[]string{"status.podIP"}},
 		{"the kubelet ends the pod", statusUpdate(kubelet, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), nil},
+		{"the kubelet says a resize is pending", statusUpdate(kubelet, func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: "Infeasible"}}
+		}), nil},
 		{"the syncer force-deletes a running pod", deletion(syncer(tenantNS), ptr.To(int64(0)), running),
 			[]string{"may not delete a running pod without its grace period"}},
 		{"the syncer deletes it gracefully", deletion(syncer(tenantNS), ptr.To(int64(30)), running), nil},
@@ -408,11 +423,18 @@ func TestEndpointsProgrammedOnEveryNodeAreBounded(t *testing.T) {
 		{"the controller's placeholder slice of a Service that selects no pod (endpoints and ports null)", slice(0, 0), sliceGVK, sliceGVR, controller, nil},
 		{"a selector-less Service's slice as vCluster copies it", slice(2, 1), sliceGVK, sliceGVR, "", nil},
 		{"a slice of too many endpoints", slice(101, 1), sliceGVK, sliceGVR, "",
-			[]string{"EndpointSlice web-abc has 101 endpoints and 1 ports; at most 100 and 10"}},
-		{"a slice of too many ports", slice(1, 11), sliceGVK, sliceGVR, "", []string{"has 1 endpoints and 11 ports"}},
+			[]string{"EndpointSlice web-abc has 101 endpoint addresses and 1 ports; at most 100 and 10"}},
+		{"a slice of few endpoints holding too many addresses", func() runtime.Object {
+			s := slice(2, 1)
+			for i := range 99 {
+				s.Endpoints[0].Addresses = append(s.Endpoints[0].Addresses, fmt.Sprintf("10.3.0.%d", i+1))
+			}
+			return s
+		}(), sliceGVK, sliceGVR, "", []string{"EndpointSlice web-abc has 101 endpoint addresses"}},
+		{"a slice of too many ports", slice(1, 11), sliceGVK, sliceGVR, "", []string{"has 1 endpoint addresses and 11 ports"}},
 		{"the controller's slice of a Service too wide", slice(100, 11), sliceGVK, sliceGVR, controller, []string{"11 ports"}},
 		{"Endpoints of a selector-less Service", endpoints(3, 2), endpointsGVK, endpointsGVR, "", nil},
-		{"Endpoints of too many addresses", endpoints(101, 1), endpointsGVK, endpointsGVR, "", []string{"Endpoints db has 101 endpoints"}},
+		{"Endpoints of too many addresses", endpoints(101, 1), endpointsGVK, endpointsGVR, "", []string{"Endpoints db has 101 endpoint addresses"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			assertDenied(t, h.do(t, request{namespace: tenantNS, gvk: tt.gvk, gvr: tt.gvr, obj: tt.obj, user: tt.user}), tt.wantDenied)
@@ -507,6 +529,16 @@ func TestVolumeClaimsDoNotBindExistingVolumes(t *testing.T) {
 		[]string{"asks for the empty storage class"})
 	assert.Empty(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(func(c *corev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr.To("standard-rwo") })),
 		"a claim of a storage class")
+	beta := func(class string) func(*corev1.PersistentVolumeClaim) {
+		return func(c *corev1.PersistentVolumeClaim) {
+			c.Annotations = map[string]string{"volume.beta.kubernetes.io/storage-class": class}
+		}
+	}
+	assertDenied(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(beta(""))), []string{"asks for the empty storage class"})
+	assert.Empty(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(beta("standard-rwo"))), "a claim of a class in its older spelling")
+	assertDenied(t, h.admit(t, tenantNS, pvcGVK, pvcGVR, pvc(func(c *corev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr.To("") }),
+		pvc(nil)), []string{"asks for the empty storage class"})
+	assertDenied(t, h.admit(t, tenantNS, pvcGVK, pvcGVR, pvc(beta("")), pvc(nil)), []string{"asks for the empty storage class"})
 	bound := pvc(func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeName = "pv-1" })
 	assertDenied(t, h.admit(t, tenantNS, pvcGVK, pvcGVR, bound, pvc(nil)), []string{"names volume pv-1"})
 	binder := request{namespace: tenantNS, gvk: pvcGVK, gvr: pvcGVR, obj: bound, old: pvc(nil),

@@ -36,8 +36,8 @@ var servicePolicy = admissionPolicy{
 }
 
 // Limits on one tenant object's share of the dataplane. kube-proxy (or the CNI) programs every endpoint of every port
-// of every Service on every node, so the cost of a tenant's EndpointSlice is its endpoints times its ports, cluster-wide;
-// the quota counts objects only. The EndpointSlice controller itself puts at most 100 endpoints in a slice
+// of every Service on every node, so the cost of a tenant's EndpointSlice is its endpoints' addresses times its ports,
+// cluster-wide (an endpoint holds up to 100 addresses, and Cilium makes each a backend); the quota counts objects only. The EndpointSlice controller itself puts at most 100 endpoints in a slice
 // (kube-controller-manager --max-endpoints-per-slice, default 100), and vCluster's own Services have at most three
 // ports (loft-sh/vcluster v0.36.1 chart/templates/service.yaml, pkg/coredns/template.go). A tenant's whole share is
 // then at most its EndpointSlice quota times MaxEndpoints times MaxEndpointPorts (README, "Limits and quotas").
@@ -62,7 +62,10 @@ var endpointsPolicy = admissionPolicy{
 		// no omitempty), and an empty list arrives as null (protobuf tells no empty list from none): the EndpointSlice
 		// controller's placeholder slice of a Service whose selector matches no pod carries `endpoints: null`, which
 		// size() does not take.
-		{"endpoints", `variables.slice ? (object.?endpoints.orValue(null) == null ? 0 : size(object.endpoints)) :
+		// Each endpoint of a slice may hold up to 100 addresses, and Cilium (GKE's Dataplane V2, Kapsule's default)
+		// programs every one as a backend: a slice counts its addresses (k8s v1.34.4 pkg/apis/discovery/validation).
+		{"endpoints", `variables.slice ? (object.?endpoints.orValue(null) == null ? 0 :
+	object.endpoints.map(e, size(e.?addresses.orValue([]))).sum()) :
 	object.?subsets.orValue([]).map(s, size(s.?addresses.orValue([])) + size(s.?notReadyAddresses.orValue([]))).sum()`},
 		{"ports", `variables.slice ? (object.?ports.orValue(null) == null ? 0 : size(object.ports)) :
 	object.?subsets.orValue([]).map(s, size(s.?ports.orValue([]))).sum()`},
@@ -70,7 +73,7 @@ var endpointsPolicy = admissionPolicy{
 	validations: []celValidation{{
 		expression: `variables.endpoints <= $MAX_ENDPOINTS && variables.ports <= $MAX_PORTS`,
 		message: `'tenant ' + variables.tenant + ': ' + request.kind.kind + ' ' + object.metadata.name + ' has ' +
-	string(variables.endpoints) + ' endpoints and ' + string(variables.ports) + ' ports; at most ' + string($MAX_ENDPOINTS) +
+	string(variables.endpoints) + ' endpoint addresses and ' + string(variables.ports) + ' ports; at most ' + string($MAX_ENDPOINTS) +
 	' and ' + string($MAX_PORTS) + ': every endpoint of every port is programmed on every node'`,
 	}},
 	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel),

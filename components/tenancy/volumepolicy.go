@@ -7,15 +7,18 @@ import "github.com/gpu-tenancy/gpu-tenancy/components/naming"
 // storage class provisions. vCluster copies both fields to the host untranslated while PersistentVolume sync is off
 // (loft-sh/vcluster v0.36.1 pkg/controllers/resources/persistentvolumeclaims/translate.go), and the syncer may create
 // host claims itself. So does storageClassName "" (no class): such a claim is never provisioned, only bound to an
-// existing volume without a class (kubernetes v1.34.4 pkg/controller/volume/persistentvolume/pv_controller.go). A nil
-// class takes the cluster's default class. Refused at creation, and a tenant identity may not set volumeName later
-// either (an unbound claim's volumeName may be set by update, which the persistent-volume controller does under its
-// own identity).
+// existing volume without a class (kubernetes v1.34.4 pkg/controller/volume/persistentvolume/pv_controller.go), and
+// so does the empty class given by its annotation (betaStorageClassAnnotation). A nil class takes the cluster's default
+// class. Refused at creation, and a tenant identity may not set volumeName, the class or its annotation later either
+// (an unbound claim's volumeName may be set by update, which the persistent-volume controller does under its own
+// identity; a nil class may be set once, where no default class filled it).
 var volumeClaimPolicy = admissionPolicy{
 	name:  VolumeClaimPolicy,
 	rules: []admissionRule{{group: "", resources: []string{"persistentvolumeclaims"}, operations: createUpdate}},
 	matchConditions: []celNamed{{"created-or-changed-by-the-tenant", `request.operation == 'CREATE' || (` + celTenantIdentity +
-		` && object.spec.?volumeName.orValue('') != oldObject.spec.?volumeName.orValue(''))`}},
+		` && (object.spec.?volumeName.orValue('') != oldObject.spec.?volumeName.orValue('') ||
+	object.spec.?storageClassName != oldObject.spec.?storageClassName ||
+	object.metadata.?annotations[?$BETA_CLASS] != oldObject.metadata.?annotations[?$BETA_CLASS]))`}},
 	variables: []celNamed{{"tenant", celTenant}},
 	validations: []celValidation{
 		{
@@ -29,10 +32,17 @@ var volumeClaimPolicy = admissionPolicy{
 	' selects existing volumes by label; tenant claims get new volumes from a storage class'`,
 		},
 		{
-			expression: `!has(object.spec.storageClassName) || object.spec.storageClassName != ''`,
+			expression: `(!has(object.spec.storageClassName) || object.spec.storageClassName != '') &&
+	object.metadata.?annotations[?$BETA_CLASS].orValue('-') != ''`,
 			message: `'tenant ' + variables.tenant + ': PersistentVolumeClaim ' + object.metadata.name +
 	' asks for the empty storage class, which binds an existing volume without a class; tenant claims get new volumes from a storage class'`,
 		},
 	},
-	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel)},
+	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "BETA_CLASS": celString(betaStorageClassAnnotation)},
 }
+
+// betaStorageClassAnnotation is the storage class's older spelling, which the persistent-volume controller still reads
+// before spec.storageClassName, and with which the DefaultStorageClass plugin leaves a claim alone
+// (kubernetes v1.34.4 pkg/controller/volume/persistentvolume/pv_controller.go, pkg/api/v1/persistentvolume
+// GetPersistentVolumeClaimClass): empty, it asks for no class too.
+const betaStorageClassAnnotation = "volume.beta.kubernetes.io/storage-class"

@@ -74,7 +74,7 @@ func TestPlatformRunsOnThePlatformPool(t *testing.T) {
 	}))
 	vals := valuesOf(t, r, "platform")
 	assert.Equal(t, map[string]any{naming.PlatformPoolKey: "true"}, vals["nodeSelector"])
-	assert.Equal(t, []any{map[string]any{"key": naming.PlatformPoolKey, "operator": "Equal", "value": "true", "effect": "NoSchedule"}},
+	assert.Equal(t, []any{map[string]any{"key": naming.PlatformPoolKey, "operator": "Equal", "value": "true"}},
 		vals["tolerations"])
 }
 

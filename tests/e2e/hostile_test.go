@@ -192,12 +192,23 @@ func attacksOn(tenant, class string) []attack {
 		{"every matching device", tenancy.ClaimShapePolicy, "allocationMode All",
 			createClaim(resourcev1.DeviceRequest{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class,
 				AllocationMode: resourcev1.DeviceAllocationModeAll}})},
-		{"an EndpointSlice programmed a thousand times", tenancy.EndpointsPolicy, "101 endpoints",
+		{"an EndpointSlice programmed a thousand times", tenancy.EndpointsPolicy, "101 endpoint addresses",
 			func(ctx context.Context, as kubernetes.Interface, ns string) error {
 				s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns}, AddressType: discoveryv1.AddressTypeIPv4,
 					Ports: []discoveryv1.EndpointPort{{Port: ptr.To(int32(80))}}}
 				for i := range 101 {
 					s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.9.%d.%d", i/200, i%200+1)}})
+				}
+				_, err := as.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, dryRun)
+				return err
+			}},
+		{"an EndpointSlice of two endpoints with many addresses", tenancy.EndpointsPolicy, "102 endpoint addresses",
+			func(ctx context.Context, as kubernetes.Interface, ns string) error {
+				// An endpoint holds at most 100 addresses (validation); two of 51 hold more than a slice may.
+				s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns}, AddressType: discoveryv1.AddressTypeIPv4,
+					Ports: []discoveryv1.EndpointPort{{Port: ptr.To(int32(80))}}, Endpoints: make([]discoveryv1.Endpoint, 2)}
+				for i := range 102 {
+					s.Endpoints[i%2].Addresses = append(s.Endpoints[i%2].Addresses, fmt.Sprintf("10.8.%d.%d", i/200, i%200+1))
 				}
 				_, err := as.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, dryRun)
 				return err
@@ -211,6 +222,10 @@ func attacksOn(tenant, class string) []attack {
 			})},
 		{"a volume claim of the empty class", tenancy.VolumeClaimPolicy, "empty storage class",
 			createVolumeClaim(func(c *corev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr.To("") })},
+		{"a volume claim of the empty class in its older spelling", tenancy.VolumeClaimPolicy, "empty storage class",
+			createVolumeClaim(func(c *corev1.PersistentVolumeClaim) {
+				c.Annotations = map[string]string{"volume.beta.kubernetes.io/storage-class": ""}
+			})},
 		{"a pod without a grace period", tenancy.GracefulDeletePolicy, "terminationGracePeriodSeconds must be at least 1",
 			createPod(func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(0)) })},
 		{"externalIPs", tenancy.ServicePolicy, "sets externalIPs 203.0.113.10",
@@ -410,6 +425,9 @@ func checkClaimRelease(t *testing.T, ctx context.Context) {
 				{"the holder's phase forged", tenancy.PodPhasePolicy, func() error {
 					return rawPatch(ctx, syncer, types.MergePatchType, podPath+"/status", `{"status":{"phase":"Failed"}}`)
 				}},
+				{"a resize of the holder forged", tenancy.PodPhasePolicy, func() error {
+					return rawPatch(ctx, syncer, types.StrategicMergePatchType, podPath+"/status", resizePending)
+				}},
 				{"the holder's claim statuses forged", tenancy.PodPhasePolicy, func() error {
 					return rawPatch(ctx, syncer, types.MergePatchType, podPath+"/status",
 						`{"status":{"resourceClaimStatuses":[{"name":"gpu","resourceClaimName":"someone-elses"}]}}`)
@@ -441,6 +459,10 @@ func rawPatch(ctx context.Context, as kubernetes.Interface, pt types.PatchType, 
 	return as.CoreV1().RESTClient().Patch(pt).AbsPath(path).Param("dryRun", "All").Body([]byte(body)).Do(ctx).Error()
 }
 
+// resizePending is a pod status patch that says a resize waits, with which the scheduler and the quota count the
+// container statuses' resources instead of the spec's.
+const resizePending = `{"status":{"conditions":[{"type":"PodResizePending","status":"True","reason":"Infeasible"}]}}`
+
 // backstops are the refusals of a second layer that holds a vector without its guard too (defence in depth), by the
 // attack's name: without the guard, the attempt must meet its backstop instead of being admitted.
 var backstops = map[string]string{
@@ -466,15 +488,18 @@ func checkEachGuardIsWhatRefuses(t *testing.T, ctx context.Context) {
 	require.NoError(t, err)
 	claimPath := "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + probe.ClaimOf(holder)
 	podPath := "/api/v1/namespaces/" + ns + "/pods/slice-a"
-	for guard, try := range map[string]func(context.Context, kubernetes.Interface, string) error{
-		tenancy.ClaimDeleteProtectionPolicy: func(ctx context.Context, as kubernetes.Interface, _ string) error {
-			return rawPatch(ctx, as, types.MergePatchType, claimPath, `{"metadata":{"finalizers":null}}`)
-		},
-		tenancy.PodPhasePolicy: func(ctx context.Context, as kubernetes.Interface, _ string) error {
-			return rawPatch(ctx, as, types.MergePatchType, podPath+"/status", `{"status":{"phase":"Failed"}}`)
-		},
+	patch := func(pt types.PatchType, path, body string) func(context.Context, kubernetes.Interface, string) error {
+		return func(ctx context.Context, as kubernetes.Interface, _ string) error {
+			return rawPatch(ctx, as, pt, path, body)
+		}
+	}
+	for _, a := range []attack{
+		{name: "the delete protection stripped", guard: tenancy.ClaimDeleteProtectionPolicy,
+			try: patch(types.MergePatchType, claimPath, `{"metadata":{"finalizers":null}}`)},
+		{name: "a terminal phase forged", guard: tenancy.PodPhasePolicy, try: patch(types.MergePatchType, podPath+"/status", `{"status":{"phase":"Failed"}}`)},
+		{name: "a resize forged", guard: tenancy.PodPhasePolicy, try: patch(types.StrategicMergePatchType, podPath+"/status", resizePending)},
 	} {
-		byGuard[guard] = []attack{{name: guard, guard: guard, try: try}}
+		byGuard[a.guard] = append(byGuard[a.guard], a)
 	}
 	for guard, attacks := range byGuard {
 		t.Run(guard, func(t *testing.T) {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/types"
 	"strings"
 	"testing"
 
@@ -314,6 +315,20 @@ func legitimateFor(class string) []legitimate {
 					}
 				}
 				return nil
+			}},
+		{"a pod's readiness-gate condition copied to its host pod", "vc:pkg/controllers/resources/pods/syncer.go (the virtual pod's conditions patched onto the host pod's status)",
+			func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {
+				p := syncedPod(tenant, ns, "default", "gated", tenantLevels[tenant] == "restricted")
+				p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/warm"}}
+				created, err := as.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+				if err != nil {
+					return err
+				}
+				defer func() {
+					_ = client.CoreV1().Pods(ns).Delete(context.Background(), created.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+				}()
+				return rawPatch(ctx, as, types.StrategicMergePatchType, "/api/v1/namespaces/"+ns+"/pods/"+created.Name+"/status",
+					`{"status":{"conditions":[{"type":"example.com/warm","status":"True"}]}}`)
 			}},
 		{"a volume claim of a storage class", "vc:pkg/controllers/resources/persistentvolumeclaims/translate.go",
 			func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {
