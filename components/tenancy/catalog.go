@@ -365,6 +365,7 @@ func guards(classes []string, admission AdmissionArgs) []Guard {
 		g("claim-delete-protection", claimDeleteProtectionPolicy, tenantNamespaces),
 		g("service-external-ips", servicePolicy, tenantNamespaces),
 		g("endpoint-size", endpointsPolicy, tenantNamespaces),
+		g("event-size", eventSizePolicy, tenantNamespaces),
 		g("volume-claims", volumeClaimPolicy, tenantNamespaces),
 		g("claim-shape", claimShapePolicy, tenantNamespaces),
 	}

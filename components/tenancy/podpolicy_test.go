@@ -2,7 +2,9 @@ package tenancy
 
 import (
 	"fmt"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"strings"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -546,7 +548,63 @@ func TestVolumeClaimsDoNotBindExistingVolumes(t *testing.T) {
 	assert.Empty(t, h.do(t, binder), "the persistent-volume controller binds")
 }
 
+func TestTenantEventsAreNoLargerThanTheEventsAPIAllows(t *testing.T) {
+	h := newHarness(t, runPlatform(t, testClasses, teamA()))
+	event := func(edit func(*corev1.Event)) *corev1.Event {
+		e := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "trainer.1", Namespace: tenantNS}, Reason: "Started", Message: "Started container main",
+			Type: corev1.EventTypeNormal, Source: corev1.EventSource{Component: "kubelet", Host: "gpu-a100-whole-0"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: tenantNS, Name: "trainer", FieldPath: "spec.containers{main}"}}
+		if edit != nil {
+			edit(e)
+		}
+		return e
+	}
+	newEvent := func(edit func(*eventsv1.Event)) *eventsv1.Event {
+		e := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "trainer.2", Namespace: tenantNS}, Reason: "Started", Note: "Started container main",
+			Action: "Started", ReportingController: "example.com/trainer", ReportingInstance: "trainer-0", Type: corev1.EventTypeNormal,
+			Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: tenantNS, Name: "trainer"}}
+		if edit != nil {
+			edit(e)
+		}
+		return e
+	}
+	big := strings.Repeat("x", 1025)
+	kubelet := "system:node:gpu-a100-whole-0"
+	for _, tt := range []struct {
+		name       string
+		req        request
+		wantDenied []string
+	}{
+		{"an event as Kubernetes' components write it", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR, obj: event(nil)}, nil},
+		{"an event of the events API", request{namespace: tenantNS, gvk: eventsV1GVK, gvr: eventsV1GVR, obj: newEvent(nil)}, nil},
+		{"a message larger than a note may be", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
+			obj: event(func(e *corev1.Event) { e.Message = big })}, []string{"event trainer.1 is larger than an event may be"}},
+		{"a long reason", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
+			obj: event(func(e *corev1.Event) { e.Reason = strings.Repeat("r", 129) })}, []string{"larger than an event may be"}},
+		{"a long field path of the object it is about", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
+			obj: event(func(e *corev1.Event) { e.InvolvedObject.FieldPath = big })}, []string{"larger than an event may be"}},
+		{"large annotations", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
+			obj: event(func(e *corev1.Event) { e.Annotations = map[string]string{"a": big} })}, []string{"larger than an event may be"}},
+		{"many labels", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR, obj: event(func(e *corev1.Event) {
+			e.Labels = map[string]string{}
+			for i := range 40 {
+				e.Labels[fmt.Sprintf("label-%02d", i)] = strings.Repeat("v", 20)
+			}
+		})}, []string{"larger than an event may be"}},
+		{"a long note through the events API", request{namespace: tenantNS, gvk: eventsV1GVK, gvr: eventsV1GVR,
+			obj: newEvent(func(e *eventsv1.Event) { e.Note = big })}, []string{"event trainer.2 is larger"}},
+		{"the kubelet's own event, which its identity vouches for", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
+			obj: event(func(e *corev1.Event) { e.Message = big }), user: kubelet}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) { assertDenied(t, h.do(t, tt.req), tt.wantDenied) })
+	}
+}
+
 var (
+	eventGVK         = corev1.SchemeGroupVersion.WithKind("Event")
+	eventGVR         = corev1.SchemeGroupVersion.WithResource("events")
+	eventsV1GVK      = eventsv1.SchemeGroupVersion.WithKind("Event")
+	eventsV1GVR      = eventsv1.SchemeGroupVersion.WithResource("events")
 	sliceGVK         = discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice")
 	sliceGVR         = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
 	endpointsGVK     = corev1.SchemeGroupVersion.WithKind("Endpoints")

@@ -56,6 +56,8 @@ const (
 	ClaimShapePolicy = "gpu-tenancy-claim-shape"
 	// EndpointsPolicy bounds the endpoints and ports one tenant object programs on every node.
 	EndpointsPolicy = "gpu-tenancy-endpoint-size"
+	// EventSizePolicy bounds the size of the events a tenant's identities write, which no quota counts.
+	EventSizePolicy = "gpu-tenancy-event-size"
 )
 
 // An empty subResource is left out of an admission request (k8s.io/api v0.34.4 admission/v1/types.go omitempty), so

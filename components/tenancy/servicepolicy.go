@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 )
@@ -79,3 +80,67 @@ var endpointsPolicy = admissionPolicy{
 	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel),
 		"MAX_ENDPOINTS": fmt.Sprint(MaxEndpoints), "MAX_PORTS": fmt.Sprint(MaxEndpointPorts)},
 }
+
+// eventSizePolicy: an event a tenant identity writes in its namespace is no larger than the ones Kubernetes' own
+// components write. Through the core API without eventTime, an event skips every length check of the events API
+// (kubernetes v1.34.4 pkg/apis/core/validation/events.go: the 1024-character note and the 128-character reason, action
+// and reporting fields are checked on the eventTime branch only, and the object metadata not at all), no quota counts
+// events, and they stay for the API server's event TTL (an hour by default): events of a megabyte each would fill
+// etcd, whose quota, once hit, stops every write of the cluster. So every string of an event is held to the events
+// API's own limits (1024 characters for the note or message, 128 for the rest), and its labels and annotations to
+// MaxEventMetadata characters in all. The host's components write their events in tenant namespaces under
+// identities of their own, which this does not bound. vCluster writes no event to the host: it copies the host's
+// events into the virtual cluster (loft-sh/vcluster v0.36.1 pkg/controllers/resources/events).
+var eventSizePolicy = admissionPolicy{
+	name: EventSizePolicy,
+	rules: []admissionRule{
+		{group: "", resources: []string{"events"}, operations: createUpdate},
+		{group: "events.k8s.io", resources: []string{"events"}, operations: createUpdate},
+	},
+	matchConditions: []celNamed{{"tenant-identity", celTenantIdentity}},
+	variables: []celNamed{
+		{"tenant", celTenant},
+		// The core API's fields, then the events API's.
+		{"texts", `[object.?message.orValue(''), object.?note.orValue('')]`},
+		{"fields", `[` + eventFields() + `]`},
+		{"metadata", `[object.metadata.?labels.orValue({}), object.metadata.?annotations.orValue({})]
+	.map(m, m.map(k, size(k) + size(m[k])).sum()).sum()`},
+	},
+	validations: []celValidation{{
+		expression: `variables.texts.all(t, size(t) <= $MAX_TEXT) && variables.fields.all(f, size(f) <= $MAX_FIELD) &&
+	variables.metadata <= $MAX_METADATA`,
+		message: `'tenant ' + variables.tenant + ': event ' + object.metadata.name + ' is larger than an event may be: at most ' +
+	string($MAX_TEXT) + ' characters of message or note, ' + string($MAX_FIELD) + ' in any other field and ' +
+	string($MAX_METADATA) + ' of labels and annotations; no quota counts events, and they stay for the event TTL'`,
+	}},
+	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "MAX_TEXT": fmt.Sprint(maxEventNote),
+		"MAX_FIELD": fmt.Sprint(maxEventField), "MAX_METADATA": fmt.Sprint(MaxEventMetadata)},
+}
+
+// eventFields are the optional string fields of an event in either API, as CEL: the core API's and the events
+// API's, their sources, and the fields of the objects they regard.
+func eventFields() string {
+	paths := []string{"reason", "action", "type", "reportingComponent", "reportingInstance", "reportingController",
+		"source.?component", "source.?host", "deprecatedSource.?component", "deprecatedSource.?host"}
+	for _, ref := range []string{"involvedObject", "regarding", "related"} {
+		for _, f := range []string{"kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"} {
+			paths = append(paths, ref+".?"+f)
+		}
+	}
+	fields := make([]string, len(paths))
+	for i, p := range paths {
+		fields[i] = "object.?" + p + ".orValue('')"
+	}
+	return strings.Join(fields, ", ")
+}
+
+// The events API's own limits (kubernetes v1.34.4 pkg/apis/core/validation/events.go noteLengthLimit, and the
+// 128-character reason, action and reporting fields), and a bound on an event's labels and annotations, of which
+// Kubernetes' components write none.
+const (
+	maxEventNote  = 1024
+	maxEventField = 128
+	// MaxEventMetadata is how many characters of labels and annotations, keys and values together, a tenant event
+	// may carry.
+	MaxEventMetadata = 1024
+)

@@ -66,6 +66,17 @@ func withAnnotation(key string) func(*corev1.Pod) {
 	return func(p *corev1.Pod) { p.Annotations = map[string]string{key: "nvidia.com/gpu=all"} }
 }
 
+// createEvent creates, as a dry run, an event in the namespace about a pod of it, as the kubelet would word it, edited.
+func createEvent(edit func(*corev1.Event)) func(context.Context, kubernetes.Interface, string) error {
+	return func(ctx context.Context, as kubernetes.Interface, ns string) error {
+		e := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "hostile.1", Namespace: ns}, Reason: "Started", Type: corev1.EventTypeNormal,
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "trainer"}}
+		edit(e)
+		_, err := as.CoreV1().Events(ns).Create(ctx, e, dryRun)
+		return err
+	}
+}
+
 func withTolerations(ts ...corev1.Toleration) func(*corev1.Pod) {
 	return func(p *corev1.Pod) { p.Spec.Tolerations = append(p.Spec.Tolerations, ts...) }
 }
@@ -213,6 +224,10 @@ func attacksOn(tenant, class string) []attack {
 				_, err := as.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, dryRun)
 				return err
 			}},
+		{"an event of a megabyte, through the core API without eventTime", tenancy.EventSizePolicy, "is larger than an event may be",
+			createEvent(func(e *corev1.Event) { e.Message = strings.Repeat("x", 1<<20) })},
+		{"an event whose annotations fill etcd", tenancy.EventSizePolicy, "is larger than an event may be",
+			createEvent(func(e *corev1.Event) { e.Annotations = map[string]string{"fill": strings.Repeat("x", 200<<10)} })},
 		{"a Service of many ports", tenancy.ServicePolicy, "ports; a tenant Service may have at most 10",
 			createService(func(s *corev1.Service) {
 				s.Spec.Ports = nil
