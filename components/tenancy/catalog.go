@@ -366,6 +366,7 @@ func guards(classes []string, admission AdmissionArgs) []Guard {
 		g("service-external-ips", servicePolicy, tenantNamespaces),
 		g("endpoint-size", endpointsPolicy, tenantNamespaces),
 		g("event-size", eventSizePolicy, tenantNamespaces),
+		g("node-placement-labels", nodeLabelPolicy, nil),
 		g("volume-claims", volumeClaimPolicy, tenantNamespaces),
 		g("claim-shape", claimShapePolicy, tenantNamespaces),
 	}

@@ -600,7 +600,44 @@ func TestTenantEventsAreNoLargerThanTheEventsAPIAllows(t *testing.T) {
 	}
 }
 
+func TestNodesDoNotRelabelThemselvesIntoAPool(t *testing.T) {
+	h := newHarness(t, runPlatform(t, testClasses, teamA()))
+	node := func(labels map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu-0", Labels: labels}}
+	}
+	plain := node(map[string]string{"kubernetes.io/hostname": "cpu-0"})
+	withLabel := func(k, v string) *corev1.Node {
+		n := plain.DeepCopy()
+		n.Labels[k] = v
+		return n
+	}
+	kubelet := "system:node:cpu-0"
+	for _, tt := range []struct {
+		name       string
+		req        request
+		wantDenied []string
+	}{
+		{"the kubelet labels its node as the platform's", request{gvk: nodeGVK, gvr: nodeGVR, obj: withLabel(naming.PlatformPoolKey, "true"),
+			old: plain, user: kubelet}, []string{"node cpu-0: system:node:cpu-0 may not change its labels " + naming.PlatformPoolKey}},
+		{"the kubelet labels its node as a tenant's", request{gvk: nodeGVK, gvr: nodeGVR, obj: withLabel(naming.DedicatedNodeKey, "team-b"),
+			old: plain, user: kubelet}, []string{naming.DedicatedNodeKey}},
+		{"the kubelet hands its tenant's node to another", request{gvk: nodeGVK, gvr: nodeGVR, obj: node(map[string]string{naming.DedicatedNodeKey: "team-b"}),
+			old: node(map[string]string{naming.DedicatedNodeKey: "team-a"}), user: kubelet}, []string{naming.DedicatedNodeKey}},
+		{"the same through the status subresource", request{gvk: nodeGVK, gvr: nodeGVR, subresource: "status", obj: withLabel(naming.PlatformPoolKey, "true"),
+			old: plain, user: kubelet}, []string{naming.PlatformPoolKey}},
+		{"the kubelet updates another label of its node", request{gvk: nodeGVK, gvr: nodeGVR, obj: withLabel("topology.kubernetes.io/zone", "a"),
+			old: plain, user: kubelet}, nil},
+		{"the kubelet keeps its pool's label", request{gvk: nodeGVK, gvr: nodeGVR, obj: withLabel(naming.DedicatedNodeKey, "team-a"),
+			old: withLabel(naming.DedicatedNodeKey, "team-a"), user: kubelet}, nil},
+		{"the operator labels a node", request{gvk: nodeGVK, gvr: nodeGVR, obj: withLabel(naming.PlatformPoolKey, "true"), old: plain, user: "admin"}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) { assertDenied(t, h.do(t, tt.req), tt.wantDenied) })
+	}
+}
+
 var (
+	nodeGVK          = corev1.SchemeGroupVersion.WithKind("Node")
+	nodeGVR          = corev1.SchemeGroupVersion.WithResource("nodes")
 	eventGVK         = corev1.SchemeGroupVersion.WithKind("Event")
 	eventGVR         = corev1.SchemeGroupVersion.WithResource("events")
 	eventsV1GVK      = eventsv1.SchemeGroupVersion.WithKind("Event")

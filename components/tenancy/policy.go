@@ -58,6 +58,9 @@ const (
 	EndpointsPolicy = "gpu-tenancy-endpoint-size"
 	// EventSizePolicy bounds the size of the events a tenant's identities write, which no quota counts.
 	EventSizePolicy = "gpu-tenancy-event-size"
+	// NodeLabelPolicy refuses a node's kubelet changing the labels that draw pods to its node: a tenant's dedicated
+	// pool's and the platform pool's.
+	NodeLabelPolicy = "gpu-tenancy-node-placement-labels"
 )
 
 // An empty subResource is left out of an admission request (k8s.io/api v0.34.4 admission/v1/types.go omitempty), so
@@ -101,6 +104,27 @@ var namespaceLabelPolicy = admissionPolicy{
 	object.metadata.labels[$TENANT_LABEL] + ' carries it'`,
 	}},
 	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "NAMESPACE_PREFIX": celString(naming.NamespacePrefix)},
+}
+
+// nodeLabelPolicy: the labels that draw pods to a node, a pool dedicated to a tenant (naming.DedicatedNodeKey) and the
+// platform's own pool (naming.PlatformPoolKey), are set by the cloud when it creates the pool's nodes, or by the
+// operator, never changed by the node itself. A kubelet may change its own Node's other labels: the NodeRestriction
+// plugin reserves only node-restriction.kubernetes.io/ and the kubelet's own kubernetes.io labels (kubernetes v1.34.4
+// plugin/pkg/admission/noderestriction/admission.go), so a tenant who took a node's credentials could label that node
+// as another tenant's or as the platform's and draw their pods, with their tokens and images, onto it. The node's
+// registration (CREATE) is left alone: GKE and Kapsule label a pool's nodes through the kubelet's own flags when it
+// registers. A node deleted and registered again by a compromised kubelet is beyond this guard (docs/threat-model.md).
+var nodeLabelPolicy = admissionPolicy{
+	name:            NodeLabelPolicy,
+	rules:           []admissionRule{{group: "", resources: []string{"nodes", "nodes/status"}, operations: update}},
+	matchConditions: []celNamed{{"a-node", `request.userInfo.username.startsWith('system:node:')`}},
+	variables: []celNamed{{"changed", `$KEYS.filter(k, object.metadata.?labels[?k] != oldObject.metadata.?labels[?k])`}},
+	validations: []celValidation{{
+		expression: `size(variables.changed) == 0`,
+		message: `'node ' + object.metadata.name + ': ' + request.userInfo.username + ' may not change its labels ' +
+	variables.changed.join(', ') + ': they draw a tenant\'s pods or the platform\'s to the node; the cloud or the operator sets them'`,
+	}},
+	literals: map[string]string{"KEYS": celList([]string{naming.DedicatedNodeKey, naming.PlatformPoolKey})},
 }
 
 type celNamed struct{ name, expression string }

@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"strings"
 	"testing"
 	"time"
@@ -474,6 +477,29 @@ func rawPatch(ctx context.Context, as kubernetes.Interface, pt types.PatchType, 
 	return as.CoreV1().RESTClient().Patch(pt).AbsPath(path).Param("dryRun", "All").Body([]byte(body)).Do(ctx).Error()
 }
 
+// nodeKubelet is a client that acts as node's kubelet: the user system:node:<node> in group system:nodes, with the
+// rights of the bootstrap ClusterRole system:node (which a cluster with the Node authorizer grants its nodes), as a
+// tenant who took that node's credentials would hold them. The admin impersonates it.
+func nodeKubelet(t *testing.T, ctx context.Context, node string) kubernetes.Interface {
+	t.Helper()
+	user := "system:node:" + node
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-kubelet-" + node},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}}
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() {
+		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:nodes", "system:authenticated"}}
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return cs
+}
+
 // resizePending is a pod status patch that says a resize waits, with which the scheduler and the quota count the
 // container statuses' resources instead of the spec's.
 const resizePending = `{"status":{"conditions":[{"type":"PodResizePending","status":"True","reason":"Infeasible"}]}}`
@@ -508,7 +534,16 @@ func checkEachGuardIsWhatRefuses(t *testing.T, ctx context.Context) {
 			return rawPatch(ctx, as, pt, path, body)
 		}
 	}
+	kubelet := nodeKubelet(t, ctx, simNodes()[0])
+	relabel := func(key, value string) func(context.Context, kubernetes.Interface, string) error {
+		return func(ctx context.Context, _ kubernetes.Interface, _ string) error {
+			return rawPatch(ctx, kubelet, types.MergePatchType, "/api/v1/nodes/"+simNodes()[0],
+				fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value))
+		}
+	}
 	for _, a := range []attack{
+		{name: "a node's kubelet labels it as the platform's", guard: tenancy.NodeLabelPolicy, try: relabel(naming.PlatformPoolKey, "true")},
+		{name: "a node's kubelet labels it as another tenant's", guard: tenancy.NodeLabelPolicy, try: relabel(naming.DedicatedNodeKey, legal)},
 		{name: "the delete protection stripped", guard: tenancy.ClaimDeleteProtectionPolicy,
 			try: patch(types.MergePatchType, claimPath, `{"metadata":{"finalizers":null}}`)},
 		{name: "a terminal phase forged", guard: tenancy.PodPhasePolicy, try: patch(types.MergePatchType, podPath+"/status", `{"status":{"phase":"Failed"}}`)},
