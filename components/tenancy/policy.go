@@ -118,7 +118,7 @@ var nodeLabelPolicy = admissionPolicy{
 	name:            NodeLabelPolicy,
 	rules:           []admissionRule{{group: "", resources: []string{"nodes", "nodes/status"}, operations: update}},
 	matchConditions: []celNamed{{"a-node", `request.userInfo.username.startsWith('system:node:')`}},
-	variables: []celNamed{{"changed", `$KEYS.filter(k, object.metadata.?labels[?k] != oldObject.metadata.?labels[?k])`}},
+	variables:       []celNamed{{"changed", `$KEYS.filter(k, object.metadata.?labels[?k] != oldObject.metadata.?labels[?k])`}},
 	validations: []celValidation{{
 		expression: `size(variables.changed) == 0`,
 		message: `'node ' + object.metadata.name + ': ' + request.userInfo.username + ' may not change its labels ' +
