@@ -514,10 +514,11 @@ func (c *PlatformArgs) exposures() []string {
 			}
 		}
 		if len(open) > 0 {
-			said = append(said, fmt.Sprintf("%s is calico, whose ipBlock 0.0.0.0/0 matches the nodes' own addresses, so the "+
-				"egress of tenants %s reach every node's kubelet ports, the read-only port (10255, every tenant's pods, "+
-				"unauthenticated) included wherever Kapsule serves it: list the private network's range in their "+
-				"blockedEgressCIDRs, or use cilium, whose ipBlock matches no node (docs/threat-model.md, \"Cloud identity and node services\")",
+			said = append(said, fmt.Sprintf("%s is calico, whose ipBlock 0.0.0.0/0 matches the nodes' and the pods' own addresses, "+
+				"so the egress of tenants %s reach every node's kubelet ports, the read-only port (10255, every tenant's pods, "+
+				"unauthenticated) included wherever Kapsule serves it, and the pods of every namespace without an ingress "+
+				"policy (vCluster Platform's among them): list the private network's range and the cluster's pod range in their "+
+				"blockedEgressCIDRs, or use cilium, whose ipBlock matches no node or pod (docs/threat-model.md, \"Cloud identity and node services\")",
 				c.Keys.Path("scaleway").Child("cni"), strings.Join(open, ", ")))
 		}
 	}
