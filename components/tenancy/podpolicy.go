@@ -383,9 +383,12 @@ var podPhasePolicy = admissionPolicy{
 // every pod of no higher priority, even for a gated pod (kubernetes v1.34.4 pkg/scheduler/backend/queue
 // scheduling_queue.go UpdateNominatedPod, framework addGENominatedPods); the container statuses, whose resources the
 // scheduler and the quota take over the spec's while a resize is pending (k8s.io/component-helpers v0.34.4
-// resource/helpers.go determineContainerReqs); the pod's addresses and QoS class. vCluster writes none of them to
-// the host (it patches the conditions of a pod's readiness gates: loft-sh/vcluster v0.36.1
-// pkg/controllers/resources/pods/syncer.go).
+// resource/helpers.go determineContainerReqs); the pod's addresses and QoS class. vCluster changes none of them on
+// the host: it updates a host pod's status with the virtual pod's conditions (its readiness gates) and sends every
+// other field back as it read it (loft-sh/vcluster v0.36.1 pkg/controllers/resources/pods/translate/diff.go,
+// pkg/patcher/apply.go Status().Update, whose resourceVersion refuses a stale copy). Its conditions list replaces the
+// host's whole, so a resize condition the kubelet changed since vCluster's last read would be sent back changed: that
+// update is refused, and vCluster syncs the pod again from what it reads next.
 var kubeletOwnedStatus = []string{"phase", "resourceClaimStatuses", "extendedResourceClaimStatus", "nominatedNodeName",
 	"containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses", "resize", "podIP", "podIPs", "hostIP",
 	"hostIPs", "qosClass", "startTime"}

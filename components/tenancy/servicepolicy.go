@@ -89,8 +89,10 @@ var endpointsPolicy = admissionPolicy{
 // etcd, whose quota, once hit, stops every write of the cluster. So every string of an event is held to the events
 // API's own limits (1024 characters for the note or message, 128 for the rest), and its labels and annotations to
 // MaxEventMetadata characters in all. The host's components write their events in tenant namespaces under
-// identities of their own, which this does not bound. vCluster writes no event to the host: it copies the host's
-// events into the virtual cluster (loft-sh/vcluster v0.36.1 pkg/controllers/resources/events).
+// identities of their own, which this does not bound. vCluster copies the host's events into the virtual cluster and
+// none the other way (loft-sh/vcluster v0.36.1 pkg/controllers/resources/events/syncer.go); the events it writes on
+// the host are client-go's short ones, of leader election (pkg/leaderelection) and snapshot requests
+// (pkg/snapshot/controller.go), without labels or annotations.
 var eventSizePolicy = admissionPolicy{
 	name: EventSizePolicy,
 	rules: []admissionRule{
