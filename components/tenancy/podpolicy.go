@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 )
@@ -367,7 +368,7 @@ var podPhasePolicy = admissionPolicy{
 	matchConditions: []celNamed{{"tenant-identity", celTenantIdentity}},
 	variables: []celNamed{
 		{"resizes", `[object, oldObject].map(o, o.status.?conditions.orValue([]).filter(c, c.type in $RESIZE_CONDITIONS))`},
-		{"changed", `$OWNED_FIELDS.filter(f, object.status[?f] != oldObject.status[?f]) +
+		{"changed", ownedStatusChanges() + ` +
 	(variables.resizes[0] != variables.resizes[1] ? ['conditions (' + $RESIZE_CONDITIONS.join(', ') + ')'] : [])`},
 	},
 	validations: []celValidation{{
@@ -375,7 +376,7 @@ var podPhasePolicy = admissionPolicy{
 		message: `'pod ' + object.metadata.name + ': ' + request.userInfo.username + ' may not change status.' +
 	variables.changed.join(', status.') + '; the kubelet and the scheduler write them'`,
 	}},
-	literals: map[string]string{"OWNED_FIELDS": celList(kubeletOwnedStatus), "RESIZE_CONDITIONS": celList(resizeConditions)},
+	literals: map[string]string{"RESIZE_CONDITIONS": celList(resizeConditions)},
 }
 
 // kubeletOwnedStatus are the pod status fields the kubelet and the scheduler write and others read as theirs: the
@@ -386,12 +387,22 @@ var podPhasePolicy = admissionPolicy{
 // resource/helpers.go determineContainerReqs); the pod's addresses and QoS class. vCluster changes none of them on
 // the host: it updates a host pod's status with the virtual pod's conditions (its readiness gates) and sends every
 // other field back as it read it (loft-sh/vcluster v0.36.1 pkg/controllers/resources/pods/translate/diff.go,
-// pkg/patcher/apply.go Status().Update, whose resourceVersion refuses a stale copy). Its conditions list replaces the
-// host's whole, so a resize condition the kubelet changed since vCluster's last read would be sent back changed: that
-// update is refused, and vCluster syncs the pod again from what it reads next.
+// pkg/patcher/apply.go Status().Update). Its conditions list replaces the host's whole, and the virtual pod's list
+// wins when both changed since the last sync: where it lags behind a resize condition the kubelet has since changed,
+// it would send that condition back changed. That update is refused, and vCluster syncs the pod again from the host.
 var kubeletOwnedStatus = []string{"phase", "resourceClaimStatuses", "extendedResourceClaimStatus", "nominatedNodeName",
 	"containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses", "resize", "podIP", "podIPs", "hostIP",
 	"hostIPs", "qosClass", "startTime"}
+
+// ownedStatusChanges is CEL for the kubeletOwnedStatus fields a request changes, each selected by name so that the
+// expression reads the Pod's own fields.
+func ownedStatusChanges() string {
+	terms := make([]string, len(kubeletOwnedStatus))
+	for i, f := range kubeletOwnedStatus {
+		terms[i] = fmt.Sprintf("(object.status.?%s != oldObject.status.?%s ? [%q] : [])", f, f, f)
+	}
+	return strings.Join(terms, " +\n\t")
+}
 
 // resizeConditions are the pod conditions that say a resize is pending or under way, with which the container
 // statuses' resources count instead of the spec's (kubernetes v1.34.4 pkg/apis/core/types.go).

@@ -2,12 +2,12 @@ package tenancy
 
 import (
 	"fmt"
-	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"strings"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"testing"
@@ -583,6 +583,18 @@ func TestTenantEventsAreNoLargerThanTheEventsAPIAllows(t *testing.T) {
 			obj: event(func(e *corev1.Event) { e.Reason = strings.Repeat("r", 129) })}, []string{"larger than an event may be"}},
 		{"a long field path of the object it is about", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
 			obj: event(func(e *corev1.Event) { e.InvolvedObject.FieldPath = big })}, []string{"larger than an event may be"}},
+		{"an event about an object of a long name", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
+			obj: event(func(e *corev1.Event) { e.InvolvedObject.Name = strings.Repeat("n", 253) })}, nil},
+		{"an owner reference of a long name", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR, obj: event(func(e *corev1.Event) {
+			e.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: big, UID: "u"}}
+		})}, []string{"larger than an event may be"}},
+		{"many finalizers", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR, obj: event(func(e *corev1.Event) {
+			for i := range 100 {
+				e.Finalizers = append(e.Finalizers, fmt.Sprintf("example.com/finalizer-%03d", i))
+			}
+		})}, []string{"larger than an event may be"}},
+		{"a long name", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
+			obj: event(func(e *corev1.Event) { e.Name = big })}, []string{"larger than an event may be"}},
 		{"large annotations", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
 			obj: event(func(e *corev1.Event) { e.Annotations = map[string]string{"a": big} })}, []string{"larger than an event may be"}},
 		{"many labels", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR, obj: event(func(e *corev1.Event) {

@@ -39,7 +39,8 @@ const (
 	// PodPlacementPolicy keeps tenant pods to the scheduler, the taints they may tolerate and the priority classes
 	// they may use.
 	PodPlacementPolicy = "gpu-tenancy-pod-placement"
-	// PodPhasePolicy refuses a tenant's identities writing the phase or claim statuses of a pod.
+	// PodPhasePolicy refuses a tenant's identities writing the pod status fields the kubelet and the scheduler own:
+	// the phase, the claim statuses, the nominated node, the container statuses and resize conditions, and others.
 	PodPhasePolicy = "gpu-tenancy-pod-phase-from-kubelet"
 	// GracefulDeletePolicy refuses a tenant's identities deleting a running pod without its grace period.
 	GracefulDeletePolicy = "gpu-tenancy-pod-graceful-delete"
@@ -56,7 +57,7 @@ const (
 	ClaimShapePolicy = "gpu-tenancy-claim-shape"
 	// EndpointsPolicy bounds the endpoints and ports one tenant object programs on every node.
 	EndpointsPolicy = "gpu-tenancy-endpoint-size"
-	// EventSizePolicy bounds the size of the events a tenant's identities write, which no quota counts.
+	// EventSizePolicy bounds the size of the events a tenant's identities write, which no quota measures.
 	EventSizePolicy = "gpu-tenancy-event-size"
 	// NodeLabelPolicy refuses a node's kubelet changing the labels that draw pods to its node: a tenant's dedicated
 	// pool's and the platform pool's.
@@ -108,9 +109,9 @@ var namespaceLabelPolicy = admissionPolicy{
 
 // nodeLabelPolicy: the labels that draw pods to a node, a pool dedicated to a tenant (naming.DedicatedNodeKey) and the
 // platform's own pool (naming.PlatformPoolKey), are set by the cloud when it creates the pool's nodes, or by the
-// operator, never changed by the node itself. A kubelet may change its own Node's other labels: the NodeRestriction
-// plugin reserves only node-restriction.kubernetes.io/ and the kubelet's own kubernetes.io labels (kubernetes v1.34.4
-// plugin/pkg/admission/noderestriction/admission.go), so a tenant who took a node's credentials could label that node
+// operator, never changed by the node itself. A kubelet may change its own Node's labels but those under kubernetes.io
+// and k8s.io other than its own (kubernetes v1.34.4 plugin/pkg/admission/noderestriction/admission.go), so labels
+// such as gpu-tenancy.io/ are open to it, and a tenant who took a node's credentials could label that node
 // as another tenant's or as the platform's and draw their pods, with their tokens and images, onto it. The node's
 // registration (CREATE) is left alone: GKE and Kapsule label a pool's nodes through the kubelet's own flags when it
 // registers. A node deleted and registered again by a compromised kubelet is beyond this guard (docs/threat-model.md).

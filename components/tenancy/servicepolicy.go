@@ -82,12 +82,14 @@ var endpointsPolicy = admissionPolicy{
 }
 
 // eventSizePolicy: an event a tenant identity writes in its namespace is no larger than the ones Kubernetes' own
-// components write. Through the core API without eventTime, an event skips every length check of the events API
+// components write. Through the core API without eventTime, an event skips the length checks of the events API
 // (kubernetes v1.34.4 pkg/apis/core/validation/events.go: the 1024-character note and the 128-character reason, action
-// and reporting fields are checked on the eventTime branch only, and the object metadata not at all), no quota counts
-// events, and they stay for the API server's event TTL (an hour by default): events of a megabyte each would fill
-// etcd, whose quota, once hit, stops every write of the cluster. So every string of an event is held to the events
-// API's own limits (1024 characters for the note or message, 128 for the rest), and its labels and annotations to
+// and reporting instance are checked on the eventTime branch only), the generic checks of its metadata bound no
+// length but the labels' and annotations', the tenant's quota does not count events, and they stay for the API
+// server's event TTL (an hour by default): events of a megabyte each would fill etcd, whose quota, once hit, stops
+// every write of the cluster. So the note or message is held to 1024 characters; the reason, action and reporting
+// instance to 128, as the events API holds them; every other string of the event, its name and the object it regards
+// included, to the length of a qualified name (316); and its labels, annotations, owner references and finalizers to
 // MaxEventMetadata characters in all. The host's components write their events in tenant namespaces under
 // identities of their own, which this does not bound. vCluster copies the host's events into the virtual cluster and
 // none the other way (loft-sh/vcluster v0.36.1 pkg/controllers/resources/events/syncer.go); the events it writes on
@@ -104,31 +106,42 @@ var eventSizePolicy = admissionPolicy{
 		{"tenant", celTenant},
 		// The core API's fields, then the events API's.
 		{"texts", `[object.?message.orValue(''), object.?note.orValue('')]`},
-		{"fields", `[` + eventFields() + `]`},
+		{"short", `[` + eventFields("reason", "action", "reportingInstance") + `]`},
+		{"long", `[` + eventFields(longEventFields()...) + `]`},
 		{"metadata", `[object.metadata.?labels.orValue({}), object.metadata.?annotations.orValue({})]
-	.map(m, m.map(k, size(k) + size(m[k])).sum()).sum()`},
+	.map(m, m.map(k, size(k) + size(m[k])).sum()).sum() +
+	object.metadata.?ownerReferences.orValue([]).map(r, size(r.name) + size(r.kind) + size(r.apiVersion) + size(r.uid)).sum() +
+	object.metadata.?finalizers.orValue([]).map(f, size(f)).sum()`},
 	},
 	validations: []celValidation{{
-		expression: `variables.texts.all(t, size(t) <= $MAX_TEXT) && variables.fields.all(f, size(f) <= $MAX_FIELD) &&
-	variables.metadata <= $MAX_METADATA`,
+		expression: `variables.texts.all(t, size(t) <= $MAX_TEXT) && variables.short.all(f, size(f) <= $MAX_SHORT) &&
+	variables.long.all(f, size(f) <= $MAX_LONG) && variables.metadata <= $MAX_METADATA`,
 		message: `'tenant ' + variables.tenant + ': event ' + object.metadata.name + ' is larger than an event may be: at most ' +
-	string($MAX_TEXT) + ' characters of message or note, ' + string($MAX_FIELD) + ' in any other field and ' +
-	string($MAX_METADATA) + ' of labels and annotations; no quota counts events, and they stay for the event TTL'`,
+	string($MAX_TEXT) + ' characters of message or note, ' + string($MAX_SHORT) + ' of reason, action or reporting instance, ' +
+	string($MAX_LONG) + ' in any other field and ' + string($MAX_METADATA) +
+	' of labels, annotations, owner references and finalizers; the quota does not count events, and they stay for the event TTL'`,
 	}},
 	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "MAX_TEXT": fmt.Sprint(maxEventNote),
-		"MAX_FIELD": fmt.Sprint(maxEventField), "MAX_METADATA": fmt.Sprint(MaxEventMetadata)},
+		"MAX_SHORT": fmt.Sprint(maxEventField), "MAX_LONG": fmt.Sprint(maxQualifiedName), "MAX_METADATA": fmt.Sprint(MaxEventMetadata)},
 }
 
-// eventFields are the optional string fields of an event in either API, as CEL: the core API's and the events
-// API's, their sources, and the fields of the objects they regard.
-func eventFields() string {
-	paths := []string{"reason", "action", "type", "reportingComponent", "reportingInstance", "reportingController",
+// longEventFields are the string fields of an event in either API, as optional paths below the object, that the
+// events API bounds by a name's or a qualified name's length: the event's name, its type and reporting component or
+// controller, its source, and the fields of the objects it regards.
+func longEventFields() []string {
+	paths := []string{"metadata.?name", "metadata.?generateName", "type", "reportingComponent", "reportingController",
 		"source.?component", "source.?host", "deprecatedSource.?component", "deprecatedSource.?host"}
 	for _, ref := range []string{"involvedObject", "regarding", "related"} {
 		for _, f := range []string{"kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"} {
 			paths = append(paths, ref+".?"+f)
 		}
 	}
+	return paths
+}
+
+// eventFields is CEL for the string fields at paths below the event (optional paths, such as "source.?host"), each
+// its value or ”.
+func eventFields(paths ...string) string {
 	fields := make([]string, len(paths))
 	for i, p := range paths {
 		fields[i] = "object.?" + p + ".orValue('')"
@@ -137,12 +150,14 @@ func eventFields() string {
 }
 
 // The events API's own limits (kubernetes v1.34.4 pkg/apis/core/validation/events.go noteLengthLimit, and the
-// 128-character reason, action and reporting fields), and a bound on an event's labels and annotations, of which
+// 128-character reason, action and reporting instance), a qualified name's length (a prefix of 253 and a name of 63)
+// for the other strings, and a bound on an event's labels, annotations, owner references and finalizers, of which
 // Kubernetes' components write none.
 const (
-	maxEventNote  = 1024
-	maxEventField = 128
-	// MaxEventMetadata is how many characters of labels and annotations, keys and values together, a tenant event
-	// may carry.
+	maxEventNote     = 1024
+	maxEventField    = 128
+	maxQualifiedName = 316
+	// MaxEventMetadata is how many characters of labels, annotations, owner references and finalizers, keys and values
+	// together, a tenant event may carry.
 	MaxEventMetadata = 1024
 )

@@ -27,8 +27,10 @@ import (
 // tenantLevels are the Pod Security levels of the local stack's tenants.
 var tenantLevels = map[string]string{legal: "restricted", research: "baseline"}
 
-// checkPoliciesTypeCheck asks the API server itself: every expression of every policy type-checks against the
-// resources' schemas (an expression that does not would deny everything under failurePolicy Fail).
+// checkPoliciesTypeCheck asks the API server itself: every validation and message expression of every policy
+// type-checks against the resources' schemas (an expression that does not would deny everything under failurePolicy
+// Fail). The API server reports no variable and checks no subresource's rules (k8s.io/apiserver v0.34.4
+// pkg/admission/plugin/policy/validating/typechecking.go), so those are left to the unit tests, which evaluate them.
 func checkPoliciesTypeCheck(t *testing.T, ctx context.Context) {
 	var last string
 	eventually(t, ctx, func() error {
