@@ -15,12 +15,13 @@ import "github.com/gpu-tenancy/gpu-tenancy/components/naming"
 // PlatformPoolTaint keeps every pod but the platform's own off the platform pool.
 var PlatformPoolTaint = Taint{Key: naming.PlatformPoolKey, Value: "true", Effect: "NoSchedule"}
 
-// SystemPoolTaints are the taints of a cloud cluster's system pool: PlatformPoolTaint when it is the platform's own.
-func SystemPoolTaints(platformPool bool) []Taint {
+// SystemPoolNodes are the labels and taints of a cloud cluster's system pool's nodes: PlatformPoolLabels and
+// PlatformPoolTaint when it is the platform's own, none otherwise.
+func SystemPoolNodes(platformPool bool) (map[string]string, []Taint) {
 	if !platformPool {
-		return nil
+		return nil, nil
 	}
-	return []Taint{PlatformPoolTaint}
+	return PlatformPoolLabels(), []Taint{PlatformPoolTaint}
 }
 
 // PlatformPoolLabels are the labels of the platform pool's nodes.
@@ -41,12 +42,20 @@ func (c *Cluster) PlatformPlacement() Placement {
 	return Placement{NodeSelector: PlatformPoolLabels(), Tolerations: []Taint{PlatformPoolTaint}}
 }
 
-// TolerationValues are the tolerations in the pod spec's own shape, as charts take them in their values: each taint
-// tolerated by key and value, whatever its effect, so nodes an operator taints NoExecute keep the platform's pods.
-func (p Placement) TolerationValues() []map[string]string {
-	var out []map[string]string
+// Toleration is a pod's toleration in the pod spec's own shape, as charts take it in their values.
+type Toleration struct {
+	Key      string `json:"key"`
+	Operator string `json:"operator"`
+	Value    string `json:"value,omitempty"`
+	Effect   string `json:"effect,omitempty"`
+}
+
+// TolerationValues are the placement's tolerations in the pod spec's shape: each taint tolerated by key and value,
+// whatever its effect, so nodes an operator taints NoExecute keep the platform's pods.
+func (p Placement) TolerationValues() []Toleration {
+	var out []Toleration
 	for _, t := range p.Tolerations {
-		out = append(out, map[string]string{"key": t.Key, "operator": "Equal", "value": t.Value})
+		out = append(out, Toleration{Key: t.Key, Operator: "Equal", Value: t.Value})
 	}
 	return out
 }

@@ -27,7 +27,7 @@ type clusterPolicySpec struct {
 // api/nvidia/v1/clusterpolicy_types.go DaemonsetsSpec). The list is applied whole, so it repeats the chart's own
 // default, the GPU taint (deployments/gpu-operator/values.yaml daemonsets.tolerations).
 type daemonSetsValues struct {
-	Tolerations []toleration `json:"tolerations"`
+	Tolerations []cluster.Toleration `json:"tolerations"`
 }
 
 type toolkitValues struct {
@@ -64,7 +64,7 @@ var toolkitEnv = []envVar{
 func configureGPUOperator(ctx *pulumi.Context, name string, d *Driver, pools []cluster.GPUPool) (*apiextensions.CustomResourcePatch, error) {
 	policy := clusterPolicySpec{DevicePlugin: enabled{Enabled: false}, CDI: enabled{Enabled: true}, Toolkit: toolkitValues{Env: toolkitEnv}}
 	if len(cluster.Dedicated(pools)) > 0 {
-		policy.DaemonSets = &daemonSetsValues{Tolerations: []toleration{chartDefaultToleration, dedicatedToleration}}
+		policy.DaemonSets = &daemonSetsValues{Tolerations: []cluster.Toleration{chartDefaultToleration, dedicatedToleration}}
 	}
 	spec, err := helmchart.Values(policy)
 	if err != nil {

@@ -32,22 +32,16 @@ type enabled struct {
 
 // placementValues place one of the chart's workloads: the kubelet plugin, or the controller.
 type placementValues struct {
-	NodeSelector map[string]string `json:"nodeSelector"`
-	Tolerations  []toleration      `json:"tolerations"`
-}
-
-type toleration struct {
-	Key      string `json:"key"`
-	Operator string `json:"operator"`
-	Value    string `json:"value,omitempty"`
-	Effect   string `json:"effect,omitempty"`
+	NodeSelector map[string]string    `json:"nodeSelector"`
+	Tolerations  []cluster.Toleration `json:"tolerations"`
 }
 
 // chartDefaultToleration is kubeletPlugin.tolerations[0] of the chart; a values list replaces the chart's list, so it
 // is kept explicitly (dra-driver-nvidia-gpu v0.4.0 values.yaml).
-var chartDefaultToleration = toleration{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"}
+var chartDefaultToleration = cluster.Toleration{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"}
 
-func (t toleration) tolerates(taint cluster.Taint) bool {
+// tolerates reports whether t tolerates taint.
+func tolerates(t cluster.Toleration, taint cluster.Taint) bool {
 	if t.Key != taint.Key || t.Effect != taint.Effect {
 		return false
 	}
@@ -55,17 +49,17 @@ func (t toleration) tolerates(taint cluster.Taint) bool {
 }
 
 // dedicatedToleration lets a platform DaemonSet onto the pools dedicated to any tenant.
-var dedicatedToleration = toleration{Key: naming.DedicatedNodeKey, Operator: "Exists", Effect: "NoSchedule"}
+var dedicatedToleration = cluster.Toleration{Key: naming.DedicatedNodeKey, Operator: "Exists", Effect: "NoSchedule"}
 
 // kubeletPluginTolerations lets the kubelet plugin onto every GPU pool: the chart default plus one toleration per
 // pool taint it does not already cover, and every dedicated pool's taint.
-func kubeletPluginTolerations(pools []cluster.GPUPool) []toleration {
-	out := []toleration{chartDefaultToleration}
+func kubeletPluginTolerations(pools []cluster.GPUPool) []cluster.Toleration {
+	out := []cluster.Toleration{chartDefaultToleration}
 	for _, taint := range cluster.DistinctTaints(pools) {
-		if slices.ContainsFunc(out, func(t toleration) bool { return t.tolerates(taint) }) {
+		if slices.ContainsFunc(out, func(t cluster.Toleration) bool { return tolerates(t, taint) }) {
 			continue
 		}
-		t := toleration{Key: taint.Key, Operator: "Exists", Effect: taint.Effect}
+		t := cluster.Toleration{Key: taint.Key, Operator: "Exists", Effect: taint.Effect}
 		if taint.Value != "" {
 			t.Operator, t.Value = "Equal", taint.Value
 		}
@@ -79,7 +73,7 @@ func kubeletPluginTolerations(pools []cluster.GPUPool) []toleration {
 
 // chartControllerTolerations are controller.tolerations of the chart, kept when the platform pool's is added since a
 // values list replaces the chart's (dra-driver-nvidia-gpu v0.4.0 values.yaml).
-var chartControllerTolerations = []toleration{
+var chartControllerTolerations = []cluster.Toleration{
 	{Key: "node-role.kubernetes.io/control-plane", Operator: "Exists", Effect: "NoSchedule"},
 	{Key: "node-role.kubernetes.io/master", Operator: "Exists", Effect: "NoSchedule"},
 	{Key: "CriticalAddonsOnly", Operator: "Exists"},
@@ -91,11 +85,8 @@ func controllerValues(p cluster.Placement) *placementValues {
 	if len(p.NodeSelector) == 0 && len(p.Tolerations) == 0 {
 		return nil
 	}
-	out := &placementValues{NodeSelector: p.NodeSelector, Tolerations: slices.Clone(chartControllerTolerations)}
-	for _, t := range p.Tolerations {
-		out.Tolerations = append(out.Tolerations, toleration{Key: t.Key, Operator: "Equal", Value: t.Value})
-	}
-	return out
+	return &placementValues{NodeSelector: p.NodeSelector,
+		Tolerations: append(slices.Clone(chartControllerTolerations), p.TolerationValues()...)}
 }
 
 func driverValues(cfg *DriverArgs) values {

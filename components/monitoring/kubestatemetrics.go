@@ -45,8 +45,8 @@ type kubeStateMetricsValues struct {
 	// objects rendered here are the one scrape, and an annotation-driven scraper would ingest a second copy.
 	PrometheusScrape bool `json:"prometheusScrape"`
 	// NodeSelector and Tolerations place the Deployment (templates/deployment.yaml).
-	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
-	Tolerations  []map[string]string `json:"tolerations,omitempty"`
+	NodeSelector map[string]string    `json:"nodeSelector,omitempty"`
+	Tolerations  []cluster.Toleration `json:"tolerations,omitempty"`
 }
 
 type imageValues struct {

@@ -94,8 +94,8 @@ type platformValues struct {
 	Env          map[string]string       `json:"env"`
 	EnvValueFrom map[string]envVarSource `json:"envValueFrom,omitempty"`
 	// NodeSelector and Tolerations place the platform's Deployment (templates/deployment.yaml renders them when set).
-	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
-	Tolerations  []map[string]string `json:"tolerations,omitempty"`
+	NodeSelector map[string]string    `json:"nodeSelector,omitempty"`
+	Tolerations  []cluster.Toleration `json:"tolerations,omitempty"`
 }
 
 type platformAdminValues struct {

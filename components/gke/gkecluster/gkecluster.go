@@ -68,13 +68,13 @@ func NewCluster(ctx *pulumi.Context, name string, args *gke.ClusterArgs, opts ..
 	comp.ClusterName = controlPlane.Name
 	comp.Endpoint = controlPlane.Endpoint
 
-	comp.SystemPool, err = newCPUPool(ctx, name, naming.CostSystemPool, args, args.SystemPool, cluster.SystemPoolTaints(args.PlatformPool()), stack, controlPlane, comp)
+	comp.SystemPool, err = newCPUPool(ctx, name, naming.CostSystemPool, args, args.SystemPool, args.PlatformPool(), stack, controlPlane, comp)
 	if err != nil {
 		return nil, fmt.Errorf("creating system pool of GKE cluster %q: %w", name, err)
 	}
 	pools := []pulumi.Resource{comp.SystemPool}
 	if args.TenantPool != nil {
-		comp.TenantPool, err = newCPUPool(ctx, name, naming.CostTenantPool, args, *args.TenantPool, nil, stack, controlPlane, comp)
+		comp.TenantPool, err = newCPUPool(ctx, name, naming.CostTenantPool, args, *args.TenantPool, false, stack, controlPlane, comp)
 		if err != nil {
 			return nil, fmt.Errorf("creating tenant pool of GKE cluster %q: %w", name, err)
 		}
@@ -174,19 +174,20 @@ func controlPlaneArgs(args *gke.ClusterArgs, stack string) *container.ClusterArg
 	return cp
 }
 
-// newCPUPool creates a pool without GPUs, the system pool or the tenant pool (role, its cost label's value); a
-// pool with taints is the platform's own and carries their keys as labels too, so the platform's pods can select it.
-// Autonamed, so a replacement is created before the old pool goes and system workloads always have nodes.
-func newCPUPool(ctx *pulumi.Context, name, role string, args *gke.ClusterArgs, size gke.SystemPoolArgs, taints []cluster.Taint,
+// newCPUPool creates a pool without GPUs, the system pool or the tenant pool (role, its cost label's value), labelled
+// and tainted as the platform's own when platform is set (cluster.SystemPoolNodes). Autonamed, so a replacement is
+// created before the old pool goes and system workloads always have nodes.
+func newCPUPool(ctx *pulumi.Context, name, role string, args *gke.ClusterArgs, size gke.SystemPoolArgs, platform bool,
 	stack string, controlPlane *container.Cluster, parent pulumi.Resource) (*container.NodePool, error) {
 	minNodes, maxNodes := size.Bounds()
+	nodeLabels, taints := cluster.SystemPoolNodes(platform)
 	nodeTaints, err := gkeTaints(taints)
 	if err != nil {
 		return nil, err
 	}
 	var labels pulumi.StringMap
-	if len(taints) > 0 {
-		labels = pulumi.ToStringMap(cluster.PlatformPoolLabels())
+	if nodeLabels != nil {
+		labels = pulumi.ToStringMap(nodeLabels)
 	}
 	return container.NewNodePool(ctx, name+"-"+role, &container.NodePoolArgs{
 		Cluster:          controlPlane.Name,

@@ -72,12 +72,12 @@ func NewCluster(ctx *pulumi.Context, name string, args *scaleway.ClusterArgs, op
 	comp.ClusterName = comp.Kapsule.Name
 	comp.APIServer = comp.Kapsule.ApiserverUrl
 
-	if comp.SystemPool, err = newCPUPool(ctx, name, naming.CostSystemPool, args, args.SystemPool, cluster.SystemPoolTaints(args.PlatformPool()), stack, comp); err != nil {
+	if comp.SystemPool, err = newCPUPool(ctx, name, naming.CostSystemPool, args, args.SystemPool, args.PlatformPool(), stack, comp); err != nil {
 		return nil, fmt.Errorf("creating system pool of Kapsule cluster %q: %w", name, err)
 	}
 	pools := []pulumi.Resource{comp.SystemPool}
 	if args.TenantPool != nil {
-		if comp.TenantPool, err = newCPUPool(ctx, name, naming.CostTenantPool, args, *args.TenantPool, nil, stack, comp); err != nil {
+		if comp.TenantPool, err = newCPUPool(ctx, name, naming.CostTenantPool, args, *args.TenantPool, false, stack, comp); err != nil {
 			return nil, fmt.Errorf("creating tenant pool of Kapsule cluster %q: %w", name, err)
 		}
 		pools = append(pools, comp.TenantPool)
@@ -202,16 +202,16 @@ func poolArgs(args *scaleway.ClusterArgs, kapsule *kubernetes.Cluster, nodeType 
 	}
 }
 
-// newCPUPool creates a pool without GPUs, the system pool or the tenant pool (role, its cost tag's value); a pool
-// with taints is the platform's own and carries the platform pool's labels too, so the platform's pods can select it.
-// Autonamed, so a replacement is created before the old pool goes: a Kapsule cluster without a pool has no API.
-func newCPUPool(ctx *pulumi.Context, name, role string, args *scaleway.ClusterArgs, size scaleway.SystemPoolArgs, taints []cluster.Taint,
+// newCPUPool creates a pool without GPUs, the system pool or the tenant pool (role, its cost tag's value), labelled
+// and tainted as the platform's own when platform is set (cluster.SystemPoolNodes). Autonamed, so a replacement is
+// created before the old pool goes: a Kapsule cluster without a pool has no API.
+func newCPUPool(ctx *pulumi.Context, name, role string, args *scaleway.ClusterArgs, size scaleway.SystemPoolArgs, platform bool,
 	stack string, parent *Cluster) (*kubernetes.Pool, error) {
 	minNodes, maxNodes := size.Bounds()
 	pa := poolArgs(args, parent.Kapsule, size.NodeTypeOrDefault(), minNodes, maxNodes)
 	pa.Tags = pulumi.ToStringArray(scaleway.Tags(naming.CostLabels(stack, role, "")))
-	if len(taints) > 0 {
-		pa.Labels = pulumi.ToStringMap(cluster.PlatformPoolLabels())
+	if labels, taints := cluster.SystemPoolNodes(platform); labels != nil {
+		pa.Labels = pulumi.ToStringMap(labels)
 		pa.Taints = poolTaints(taints)
 	}
 	return kubernetes.NewPool(ctx, name+"-"+role, pa, pulumi.Parent(parent), ignoreSize(),
