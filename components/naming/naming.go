@@ -85,8 +85,11 @@ const GrantsLabel = "gpu-tenancy.io/grants-labelled"
 // TenantFlowSchemaPrefix prefixes each tenant's FlowSchema (see TenantFlowSchema).
 const TenantFlowSchemaPrefix = "gpu-tenancy-tenant-"
 
-// TenantFlowSchema names the FlowSchema that makes a tenant's API requests one flow of the tenants' priority level.
+// TenantFlowSchema names the FlowSchema that makes a tenant's API requests one flow of its priority level.
 func TenantFlowSchema(tenant string) string { return TenantFlowSchemaPrefix + tenant }
+
+// TenantPriorityLevel names a tenant's own priority level; it shares its name with the tenant's FlowSchema.
+func TenantPriorityLevel(tenant string) string { return TenantFlowSchemaPrefix + tenant }
 
 // Namespaces of the platform's own controllers: the NVIDIA DRA driver and vCluster Platform, where their charts
 // install them by default (dra-driver-nvidia-gpu v0.4.0 docs/install.md; loft-sh/vcluster v0.36.1

@@ -97,8 +97,6 @@ type Catalog struct {
 	Guards []pulumi.Resource
 	// Admission are the admission settings (after defaults) every tenant's own policies share.
 	Admission AdmissionArgs
-	// TenantsLevel is the priority level every tenant's FlowSchema points at.
-	TenantsLevel pulumi.Resource
 }
 
 // Validate checks the classes, that every grant names a class of the catalog, and the admission settings.
@@ -310,8 +308,7 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 		c.Guards = append(c.Guards, binding)
 	}
 
-	var err error
-	if c.TenantsLevel, err = newFairness(ctx, name, admission.ControllerNamespaces, c); err != nil {
+	if err := newControllersFlowSchema(ctx, name, admission.ControllerNamespaces, c); err != nil {
 		return nil, err
 	}
 
@@ -414,8 +411,7 @@ func CatalogObjects(classes []GPUClass) []naming.ObjectRef {
 	for _, g := range guards(nil, AdmissionArgs{}.WithDefaults()) {
 		refs = append(refs, naming.ObjectRef{Kind: naming.KindPolicy, Name: g.Name}, naming.ObjectRef{Kind: naming.KindPolicyBinding, Name: g.Name})
 	}
-	return append(refs, naming.ObjectRef{Kind: naming.KindPriorityLevel, Name: TenantsPriorityLevel},
-		naming.ObjectRef{Kind: naming.KindFlowSchema, Name: ControllersFlowSchema})
+	return append(refs, naming.ObjectRef{Kind: naming.KindFlowSchema, Name: ControllersFlowSchema})
 }
 
 // TenantObjects are the cluster-scoped objects NewTenant creates for these tenants.
@@ -423,7 +419,8 @@ func TenantObjects(tenants []string) []naming.ObjectRef {
 	var refs []naming.ObjectRef
 	for _, t := range tenants {
 		refs = append(refs, naming.ObjectRef{Kind: naming.KindNamespace, Name: naming.Namespace(t)},
-			naming.ObjectRef{Kind: naming.KindFlowSchema, Name: naming.TenantFlowSchema(t)})
+			naming.ObjectRef{Kind: naming.KindFlowSchema, Name: naming.TenantFlowSchema(t)},
+			naming.ObjectRef{Kind: naming.KindPriorityLevel, Name: naming.TenantPriorityLevel(t)})
 	}
 	return refs
 }

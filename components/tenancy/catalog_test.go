@@ -346,3 +346,29 @@ func TestATenantsFlowSchemaComesBeforeTheBootstrapProbes(t *testing.T) {
 			"%s at precedence %d comes after %s at 2", name, tenantsPrecedence, probesFlowSchema)
 	}
 }
+
+// Each tenant's requests go to a level of its own that borrows nothing: no tenant's request waits for a seat behind
+// another tenant's burst, and a burst takes no more seats than its own level holds.
+func TestEveryTenantHasAPriorityLevelOfItsOwnThatBorrowsNothing(t *testing.T) {
+	rec := runPlatform(t, testClasses, teamA(), teamB())
+	levels := map[string]resource.PropertyMap{}
+	for _, reg := range rec.ByType(levelType) {
+		levels[reg.Inputs["metadata"].ObjectValue()["name"].StringValue()] = reg.Inputs["spec"].ObjectValue()["limited"].ObjectValue()
+	}
+	pointedAt := map[string]string{}
+	for _, reg := range rec.ByType(flowSchemaType) {
+		name := reg.Inputs["metadata"].ObjectValue()["name"].StringValue()
+		pointedAt[name] = reg.Inputs["spec"].ObjectValue()["priorityLevelConfiguration"].ObjectValue()["name"].StringValue()
+	}
+	for _, tenant := range []string{"team-a", "team-b"} {
+		level := pointedAt[naming.TenantFlowSchema(tenant)]
+		assert.Equal(t, naming.TenantPriorityLevel(tenant), level, "tenant %s's flow schema", tenant)
+		spec, ok := levels[level]
+		if !assert.True(t, ok, "tenant %s's level %s is created", tenant, level) {
+			continue
+		}
+		assert.Equal(t, 0.0, spec["borrowingLimitPercent"].NumberValue(), "tenant %s's level borrows", tenant)
+		assert.Equal(t, 1.0, spec["nominalConcurrencyShares"].NumberValue(), "tenant %s's level's shares", tenant)
+	}
+	assert.NotEqual(t, pointedAt[naming.TenantFlowSchema("team-a")], pointedAt[naming.TenantFlowSchema("team-b")])
+}

@@ -14,17 +14,14 @@ import (
 // a tenant mints for its namespace's other service accounts, and the NVIDIA DRA driver's kubelet plugins, which publish
 // the ResourceSlices every allocation reads (k8s.io/apiserver v0.34.4 pkg/apis/flowcontrol/bootstrap/default.go). So
 // one tenant's burst queues the driver and gains a flow per service account it holds. Instead:
-//   - tenants share their own bounded level, TenantsPriorityLevel, and each tenant is one flow however many identities
-//     it holds: a FlowSchema per tenant without a distinguisher (all its requests are one flow), matching its
-//     namespace's service-account group. Not ByNamespace: that distinguishes by the namespace in the request's URL,
-//     which the client picks, and a request RBAC will refuse is queued before it is authorised, so one tenant could
-//     spread itself over any number of flows;
+//   - each tenant has a priority level of its own, and all its requests are one flow of it however many identities it
+//     holds: a FlowSchema per tenant without a distinguisher, matching its namespace's service-account group. Not
+//     ByNamespace: that distinguishes by the namespace in the request's URL, which the client picks, and a request RBAC
+//     will refuse is queued before it is authorised, so one tenant could spread itself over any number of flows;
 //   - the platform's own controllers (ControllerNamespaces) go to workload-high, ahead of every tenant.
 
 // Names of the cluster-wide flow-control objects.
 const (
-	// TenantsPriorityLevel is the priority level every tenant's API requests share.
-	TenantsPriorityLevel = "gpu-tenancy-tenants"
 	// ControllersFlowSchema sends the platform controllers' requests to workload-high.
 	ControllersFlowSchema = "gpu-tenancy-platform-controllers"
 	// ControllersPriorityLevel is Kubernetes' own level for controllers (bootstrap default.go).
@@ -47,19 +44,20 @@ const (
 // tenants' schemas must precede (tenantsPrecedence).
 const probesFlowSchema = "probes"
 
-// The tenants' level is sized so that one tenant's burst queues: fair queuing shares a level's seats among its flows
-// only once they run out, and with workload-low's 100 shares the level held about 170 of a default API server's 600
-// seats (--max-requests-inflight 400 + --max-mutating-requests-inflight 200, shared by the levels' nominal shares:
-// bootstrap 245 in all, kube-apiserver v1.34 pkg/apis/flowcontrol/bootstrap/default.go), far more than one tenant's
-// burst, so a burst took the API server's CPU instead of queuing (README, "API fairness"). The seats a level holds
-// bound how much CPU a burst in it can take: measured on 2 cores under one tenant's flood, 5 shares (about 12 seats)
-// left the other tenant 4.6 times slower and the DRA driver, at workload-high, 3.5 times; 2 shares (about 5 seats)
-// 3.0 and 2.0 times, and 1 share no better for the other tenant (README). 2 shares, about 5 of 600 seats, are enough
-// for every tenant's syncers at their steady state (watches hold no seat once started; writes take milliseconds), while
-// a burst of one tenant waits in its own queues. It lends half of what it does not use and borrows nothing, so a flood
-// stays inside it; 64 queues, each flow dealt 4 (shuffle sharding), 50 requests each, past which a flood is answered
-// 429.
-var tenantsLevel = struct{ shares, lendable, borrowing, queues, handSize, queueLength int }{2, 50, 0, 64, 4, 50}
+// Each tenant's level is as small as a level can be, one nominal share: a level holds ceil(server seats x its shares /
+// all levels' shares) seats (k8s.io/apiserver v0.34.4 pkg/util/flowcontrol/apf_controller.go,
+// finishQueueSetReconfigsLocked), so 3 of a default API server's 600 (--max-requests-inflight 400 +
+// --max-mutating-requests-inflight 200 over the bootstrap levels' 245 shares) up to about 55 tenants, 2 up to about
+// 355, then 1. A level's seats bound how much of the API server's CPU a burst in it can take, and a level of its own
+// means no other tenant's request waits for a seat behind that burst: with one level shared by every tenant, a
+// measured flood made the other tenants wait for its seats and left them slower than with no flow schema at all
+// (README, "API fairness"). It lends half its seats while idle (the API server lends them to busy levels and gives
+// them back as this level's demand returns, apf_controller.go updateBorrowingLocked), keeping 1 however busy the
+// others, and borrows nothing, so a burst stays inside it. One flow per level needs one queue; a burst of more than
+// the level's seats and 128 waiting requests is answered 429. The shares are relative, so each tenant's level takes a
+// little from the bootstrap levels: with 100 tenants they keep 245/345 of their seats, and borrow back what idle
+// tenants lend.
+var tenantLevel = struct{ shares, lendable, borrowing, queues, handSize, queueLength int }{1, 50, 0, 1, 1, 128}
 
 // everyRequestOf matches every request of the subjects.
 func everyRequestOf(subjects flowcontrolv1.SubjectArray) flowcontrolv1.PolicyRulesWithSubjectsArrayInput {
@@ -82,12 +80,27 @@ func serviceAccountsOf(namespace string) flowcontrolv1.SubjectArgs {
 		Group: &flowcontrolv1.GroupSubjectArgs{Name: pulumi.String("system:serviceaccounts:" + namespace)}}
 }
 
-// newFairness creates the tenants' priority level and, when there are controller namespaces, the controllers' flow
-// schema. Tenants' flow schemas depend on the level it returns.
-func newFairness(ctx *pulumi.Context, name string, controllerNamespaces []string, parent pulumi.Resource) (pulumi.Resource, error) {
-	l := tenantsLevel
-	level, err := flowcontrolv1.NewPriorityLevelConfiguration(ctx, name+"-tenants-priority-level", &flowcontrolv1.PriorityLevelConfigurationArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(TenantsPriorityLevel), Labels: managedLabels(nil)},
+// newControllersFlowSchema sends every request of the platform's controllers to workload-high.
+func newControllersFlowSchema(ctx *pulumi.Context, name string, controllerNamespaces []string, parent pulumi.Resource) error {
+	if len(controllerNamespaces) == 0 {
+		return nil
+	}
+	var subjects flowcontrolv1.SubjectArray
+	for _, ns := range controllerNamespaces {
+		subjects = append(subjects, serviceAccountsOf(ns))
+	}
+	_, err := newFlowSchema(ctx, name+"-controllers-flow-schema", ControllersFlowSchema, ControllersPriorityLevel,
+		controllersPrecedence, subjects, nil, pulumi.Parent(parent))
+	return err
+}
+
+// newTenantFairness gives the tenant a priority level of its own and puts every service account of its namespace
+// into it, as one flow.
+func newTenantFairness(ctx *pulumi.Context, name, tenant string, opts ...pulumi.ResourceOption) error {
+	l, levelName := tenantLevel, naming.TenantPriorityLevel(tenant)
+	labels := managedLabels(map[string]string{naming.TenantNamespaceLabel: tenant})
+	level, err := flowcontrolv1.NewPriorityLevelConfiguration(ctx, name+"-priority-level", &flowcontrolv1.PriorityLevelConfigurationArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(levelName), Labels: labels},
 		Spec: &flowcontrolv1.PriorityLevelConfigurationSpecArgs{
 			Type: pulumi.String("Limited"),
 			Limited: &flowcontrolv1.LimitedPriorityLevelConfigurationArgs{
@@ -102,29 +115,14 @@ func newFairness(ctx *pulumi.Context, name string, controllerNamespaces []string
 				},
 			},
 		},
-	}, pulumi.Parent(parent))
+	}, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("creating PriorityLevelConfiguration %q: %w", TenantsPriorityLevel, err)
+		return fmt.Errorf("creating PriorityLevelConfiguration %q: %w", levelName, err)
 	}
-	if len(controllerNamespaces) == 0 {
-		return level, nil
-	}
-	var subjects flowcontrolv1.SubjectArray
-	for _, ns := range controllerNamespaces {
-		subjects = append(subjects, serviceAccountsOf(ns))
-	}
-	if _, err := newFlowSchema(ctx, name+"-controllers-flow-schema", ControllersFlowSchema, ControllersPriorityLevel,
-		controllersPrecedence, subjects, nil, pulumi.Parent(parent)); err != nil {
-		return nil, err
-	}
-	return level, nil
-}
-
-// newTenantFlowSchema puts every service account of the tenant's namespace into the tenants' level, as one flow.
-func newTenantFlowSchema(ctx *pulumi.Context, name, tenant string, opts ...pulumi.ResourceOption) (*flowcontrolv1.FlowSchema, error) {
-	return newFlowSchema(ctx, name+"-flow-schema", naming.TenantFlowSchema(tenant), TenantsPriorityLevel, tenantsPrecedence,
+	_, err = newFlowSchema(ctx, name+"-flow-schema", naming.TenantFlowSchema(tenant), levelName, tenantsPrecedence,
 		flowcontrolv1.SubjectArray{serviceAccountsOf(naming.Namespace(tenant))},
-		map[string]string{naming.TenantNamespaceLabel: tenant}, opts...)
+		map[string]string{naming.TenantNamespaceLabel: tenant}, append(opts, pulumi.DependsOn([]pulumi.Resource{level}))...)
+	return err
 }
 
 // newFlowSchema sends every request of the subjects to level, as one flow (no distinguisher).

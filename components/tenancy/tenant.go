@@ -308,11 +308,7 @@ func NewTenant(ctx *pulumi.Context, name string, args *TenantArgs, opts ...pulum
 	if err := newNetworkPolicies(ctx, name, cfg.Network.policyConfig(cfg.BlockedEgressCIDRs), namespace, inNamespace...); err != nil {
 		return nil, err
 	}
-	flowOpts := []pulumi.ResourceOption{pulumi.Parent(t)}
-	if cfg.Catalog.TenantsLevel != nil {
-		flowOpts = append(flowOpts, pulumi.DependsOn([]pulumi.Resource{cfg.Catalog.TenantsLevel}))
-	}
-	if _, err := newTenantFlowSchema(ctx, name, cfg.Name, flowOpts...); err != nil {
+	if err := newTenantFairness(ctx, name, cfg.Name, pulumi.Parent(t)); err != nil {
 		return nil, err
 	}
 

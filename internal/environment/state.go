@@ -152,22 +152,45 @@ func (s *Stack) Name() string { return s.opts.Stack }
 // deviceClassType is the type token of a catalog class's DeviceClass, which the catalog names <catalog>-<class>.
 const deviceClassType = "kubernetes:resource.k8s.io/v1:DeviceClass"
 
-// unprotectDroppedClasses lifts the protection of the DeviceClasses of classes the config no longer lists, so the up
-// deletes them; a class still in config keeps the protection the catalog gives it while tenants exist.
-func (s *Stack) unprotectDroppedClasses(ctx context.Context, res []stateResource) error {
+// retiredCatalogObjects are, by type token and resource name, what an earlier version's catalog created and this one
+// no longer declares: the protection the catalog gave them would fail the up that deletes them.
+var retiredCatalogObjects = map[string]string{
+	// The one priority level every tenant shared, before each tenant had a level of its own (README, "API fairness").
+	"kubernetes:flowcontrol.apiserver.k8s.io/v1:PriorityLevelConfiguration": platform.CatalogName + "-tenants-priority-level",
+}
+
+// unprotectDropped lifts the protection of the DeviceClasses of classes the config no longer lists, and of the catalog
+// objects this version retired, so the up deletes them; a class still in config keeps the protection the catalog gives
+// it while tenants exist.
+func (s *Stack) unprotectDropped(ctx context.Context, res []stateResource) error {
 	var urns []string
+	for _, r := range droppedResources(res, s.args.ClassNames()) {
+		s.say("%s: %s %s is no longer in the program: lifting its protection, so this up deletes it", s.opts.Stack,
+			r.Type[strings.LastIndex(r.Type, ":")+1:], urnName(r.URN))
+		urns = append(urns, r.URN)
+	}
+	return s.unprotect(ctx, urns)
+}
+
+// droppedResources are the protected resources of the state that the program no longer declares: the DeviceClasses of
+// classes not among classNames, and the retired catalog objects.
+func droppedResources(res []stateResource, classNames []string) []stateResource {
+	var dropped []stateResource
 	for _, r := range res {
-		if r.Type != deviceClassType || !r.Protect {
+		if !r.Protect {
 			continue
 		}
 		name := urnName(r.URN)
-		kept := slices.ContainsFunc(s.args.ClassNames(), func(class string) bool { return name == platform.CatalogName+"-"+class })
-		if !kept {
-			s.say("%s: DeviceClass %s is no longer in the config: lifting its protection, so this up deletes it", s.opts.Stack, name)
-			urns = append(urns, r.URN)
+		switch {
+		case r.Type == deviceClassType:
+			if !slices.ContainsFunc(classNames, func(class string) bool { return name == platform.CatalogName+"-"+class }) {
+				dropped = append(dropped, r)
+			}
+		case retiredCatalogObjects[r.Type] == name:
+			dropped = append(dropped, r)
 		}
 	}
-	return s.unprotect(ctx, urns)
+	return dropped
 }
 
 // removedTenants lifts the protection of the tenants the stack's state holds and the config no longer lists, so the
@@ -183,7 +206,7 @@ func (s *Stack) unprotectRemovedTenants(ctx context.Context) error {
 	for _, r := range res {
 		protected[r.URN] = r.Protect
 	}
-	if err := s.unprotectDroppedClasses(ctx, res); err != nil {
+	if err := s.unprotectDropped(ctx, res); err != nil {
 		return err
 	}
 	var urns []string

@@ -135,12 +135,22 @@ func addTenantGuards(ctx context.Context, cs kubernetes.Interface, model string,
 		metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	level, err := cs.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, naming.TenantPriorityLevel(model), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if _, err := cs.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, &flowcontrolv1.PriorityLevelConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: naming.TenantPriorityLevel(name), Labels: map[string]string{benchLabel: "true"}},
+		Spec:       *level.Spec.DeepCopy()}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
 	fs, err := cs.FlowcontrolV1().FlowSchemas().Get(ctx, naming.TenantFlowSchema(model), metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
 	copyFS := &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: naming.TenantFlowSchema(name), Labels: map[string]string{benchLabel: "true"}},
 		Spec: *fs.Spec.DeepCopy()}
+	copyFS.Spec.PriorityLevelConfiguration.Name = naming.TenantPriorityLevel(name)
 	copyFS.Spec.Rules[0].Subjects = []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindGroup,
 		Group: &flowcontrolv1.GroupSubject{Name: "system:serviceaccounts:" + ns}}}
 	if _, err := cs.FlowcontrolV1().FlowSchemas().Create(ctx, copyFS, metav1.CreateOptions{}); err != nil {
@@ -196,6 +206,7 @@ func removeTenantGuards(ctx context.Context, cs kubernetes.Interface) error {
 		func() error { return cs.RbacV1().ClusterRoleBindings().DeleteCollection(ctx, del, sel) },
 		func() error { return cs.RbacV1().ClusterRoles().DeleteCollection(ctx, del, sel) },
 		func() error { return cs.FlowcontrolV1().FlowSchemas().DeleteCollection(ctx, del, sel) },
+		func() error { return cs.FlowcontrolV1().PriorityLevelConfigurations().DeleteCollection(ctx, del, sel) },
 	} {
 		if err := f(); err != nil {
 			return err

@@ -90,7 +90,15 @@ func main() {
 	planSizes := flag.String("plan-tenants", "10,100,1000", "tenant counts of the offline plan")
 	engineSizes := flag.String("engine-tenants", "10,40,100", "tenant counts of the engine runs")
 	groupSize := flag.Int("engine-group-size", 10, "tenants per tenant group of the engine runs (0: one stack)")
+	flood := flag.Bool("flood", false, "be the fairness part's flooding process (it reads what to flood on stdin)")
 	flag.Parse()
+	if *flood {
+		if err := floodChild(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: flood:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	selected := strings.Split(*only, ",")
 	for _, p := range selected {
 		if !slices.Contains(parts, p) {

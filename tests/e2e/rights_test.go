@@ -165,7 +165,7 @@ func checkSyncerRights(t *testing.T, ctx context.Context) {
 }
 
 // checkFlowSchemas: API Priority and Fairness classifies each tenant's service accounts, whichever token it mints, as
-// one flow of the tenants' level, and the DRA driver's ahead of them; read from the API server's own response headers
+// one flow of a level of the tenant's own, and the DRA driver's ahead of them; read from the API server's own response headers
 // (k8s.io/api flowcontrol/v1 ResponseHeaderMatchedFlowSchemaUID, ResponseHeaderMatchedPriorityLevelConfigurationUID).
 func checkFlowSchemas(t *testing.T, ctx context.Context) {
 	fs := client.FlowcontrolV1().FlowSchemas()
@@ -175,9 +175,6 @@ func checkFlowSchemas(t *testing.T, ctx context.Context) {
 		require.NoError(t, err)
 		return string(o.GetUID())
 	}
-	tenantsLevel := uidOf(func() (metav1.Object, error) {
-		return levels.Get(ctx, tenancy.TenantsPriorityLevel, metav1.GetOptions{})
-	})
 	controllers := uidOf(func() (metav1.Object, error) { return fs.Get(ctx, tenancy.ControllersFlowSchema, metav1.GetOptions{}) })
 	workloadHigh := uidOf(func() (metav1.Object, error) {
 		return levels.Get(ctx, tenancy.ControllersPriorityLevel, metav1.GetOptions{})
@@ -188,6 +185,9 @@ func checkFlowSchemas(t *testing.T, ctx context.Context) {
 		schema := uidOf(func() (metav1.Object, error) {
 			return fs.Get(ctx, naming.TenantFlowSchema(tenant), metav1.GetOptions{})
 		})
+		level := uidOf(func() (metav1.Object, error) {
+			return levels.Get(ctx, naming.TenantPriorityLevel(tenant), metav1.GetOptions{})
+		})
 		for _, sa := range []string{"vc-" + tenant, "default", "vc-workload-" + tenant} {
 			t.Run(tenant+"/"+sa, func(t *testing.T) {
 				token := tokenOf(t, ctx, ns, sa)
@@ -196,7 +196,7 @@ func checkFlowSchemas(t *testing.T, ctx context.Context) {
 					"/healthz", "/livez", "/readyz", "/readyz/etcd"} {
 					gotSchema, gotLevel := classified(t, ctx, token, path)
 					assert.Equal(t, schema, gotSchema, "%s: the tenant's own flow schema, even for a request RBAC refuses", path)
-					assert.Equal(t, tenantsLevel, gotLevel, path)
+					assert.Equal(t, level, gotLevel, "%s: the tenant's own level", path)
 				}
 			})
 		}
