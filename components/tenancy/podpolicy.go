@@ -314,6 +314,22 @@ func podPlacementPolicy(tolerableTaints, priorityClasses, schedulers []string, m
 // class of its own vCluster (label vcluster.loft.sh/managed-by, which vCluster sets: pkg/util/translate), never the
 // cluster's default (globalDefault), never above the tenants' band, and may delete only its own. vCluster's copy of a
 // virtual system class is capped at the highest user value (1e9: priorityclasses/translate.go) and so refused here.
+//
+// A class's name is checked too, at creation: vCluster names a virtual class's host copy
+// vcluster-<class>-x-<namespace>-x-<release>, cut to 52 characters and a hash past 63 (pkg/util/translate
+// single_namespace.go HostNameCluster, translate.go SafeConcatName), and annotates it with the virtual name
+// (vcluster.loft.sh/object-name, translate.go addHostAnnotations). A tenant that created a class under another
+// tenant's host name, with its own label, would keep that tenant's vCluster from ever writing it, and every pod of
+// that class from starting (the Priority plugin refuses a pod's priority without its class). The name must be the one
+// vCluster derives from the annotation; a hashed name is matched on the part before its hash, which CEL cannot
+// compute, so a squat of a hashed name stays possible where its first 52 characters end before the two tenants'
+// names differ (with tenants team-a and team-b, every hashed name: threat model).
+//
+// And its size: PriorityClasses are cluster-scoped, so no quota counts them, and they stay until deleted. The API
+// server bounds neither the description nor the metadata beyond etcd's request size, so a class of a megabyte was
+// admitted. vCluster copies the virtual class's description, labels and annotations (kubectl's
+// last-applied-configuration among them, which holds the description again) and adds its own few annotations: the
+// bounds leave room for all of that with a description of MaxPriorityClassDescription characters.
 func priorityClassPolicy(maxPriority int, controllerNamespaces []string) admissionPolicy {
 	// vCluster labels a cluster-scoped host object with vcluster-<tenant>-x-<tenant>, cut to 52 characters and a hash
 	// past 63 (loft-sh/vcluster v0.36.1 pkg/util/translate/single_namespace.go MarkerLabelCluster, translate.go
@@ -332,25 +348,51 @@ func priorityClassPolicy(maxPriority int, controllerNamespaces []string) admissi
 			{"class", `request.operation == 'DELETE' ? oldObject : object`},
 			{"owner", `variables.class.metadata.?labels[?$MANAGED_BY].orValue('')`},
 			{"oldOwner", `request.operation == 'CREATE' ? variables.owner : oldObject.metadata.?labels[?$MANAGED_BY].orValue('')`},
+			{"hostName", `'vcluster-' + variables.class.metadata.?annotations[?$OBJECT_NAME].orValue('') + '-x-' + variables.marker`},
+			{"hashedPrefix", `size(variables.hostName) <= 63 ? '' : (variables.hostName.substring(0, 52) + '-').replace('.-', '-')`},
 		},
 		validations: []celValidation{
 			{
-				expression: owned("variables.owner") + ` && ` + owned("variables.oldOwner"),
+				expression: owned("variables.owner") + ` && ` + owned("variables.oldOwner") + ` && (request.operation != 'CREATE' ||
+	(size(variables.hostName) <= 63 ? object.metadata.name == variables.hostName :
+	size(object.metadata.name) == size(variables.hashedPrefix) + 10 && object.metadata.name.startsWith(variables.hashedPrefix)))`,
 				message: `'tenant ' + variables.tenant + ' (' + request.userInfo.username + ') may write only the PriorityClasses of its own vCluster (' +
-	$MANAGED_BY + '=' + variables.marker + '), not ' + variables.class.metadata.name`,
+	$MANAGED_BY + '=' + variables.marker + ', named as vCluster names the class its ' + $OBJECT_NAME + ' annotation names: ' +
+	variables.hostName + ', hashed past 63 characters), not ' + variables.class.metadata.name`,
 			},
 			{
 				expression: `request.operation == 'DELETE' || (object.value <= $MAX_PRIORITY && !object.?globalDefault.orValue(false))`,
 				message: `'tenant ' + variables.tenant + ': PriorityClass ' + variables.class.metadata.name + ' may have a value of at most ' +
 	string($MAX_PRIORITY) + ' and may not be the cluster\'s default: it would preempt other tenants\' pods'`,
 			},
+			{
+				expression: `request.operation == 'DELETE' || (size(object.?description.orValue('')) <= $MAX_DESCRIPTION &&
+	[object.metadata.?labels.orValue({}), object.metadata.?annotations.orValue({})].map(m, m.map(k, size(k) + size(m[k])).sum()).sum() <= $MAX_METADATA)`,
+				message: `'tenant ' + variables.tenant + ': PriorityClass ' + object.metadata.name + ' may have at most ' + string($MAX_DESCRIPTION) +
+	' characters of description and ' + string($MAX_METADATA) + ' of labels and annotations: no quota counts PriorityClasses'`,
+			},
 		},
 		literals: map[string]string{
 			"MANAGED_BY": celString(VClusterManagedByLabel), "MAX_PRIORITY": fmt.Sprint(maxPriority),
+			"OBJECT_NAME": celString(vclusterObjectNameAnnotation), "MAX_DESCRIPTION": fmt.Sprint(MaxPriorityClassDescription),
+			"MAX_METADATA": fmt.Sprint(MaxPriorityClassMetadata),
 			"NAMESPACE_PREFIX": celString(naming.NamespacePrefix), "PLATFORM_NAMESPACES": celList(controllerNamespaces),
 		},
 	}
 }
+
+// Bounds of a tenant's PriorityClass (priorityClassPolicy).
+const (
+	// MaxPriorityClassDescription is how long its description may be.
+	MaxPriorityClassDescription = 1024
+	// MaxPriorityClassMetadata is how many characters of labels and annotations, keys and values, it may carry: enough for
+	// vCluster's own annotations and for kubectl's last-applied-configuration of a class with the longest description.
+	MaxPriorityClassMetadata = 4096
+)
+
+// vclusterObjectNameAnnotation is where vCluster records the virtual name of the host object it writes
+// (loft-sh/vcluster v0.36.1 pkg/util/translate/types.go NameAnnotation).
+const vclusterObjectNameAnnotation = "vcluster.loft.sh/object-name"
 
 // VClusterManagedByLabel is the label vCluster puts on every object it writes to the host, naming its release (the
 // tenant) (loft-sh/vcluster v0.36.1 pkg/util/translate/labels.go MarkerLabel).

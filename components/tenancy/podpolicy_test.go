@@ -451,6 +451,10 @@ func TestTenantsPriorityClassesStayInTheirBand(t *testing.T) {
 	class := func(name, owner string, value int32, edit func(*schedulingv1.PriorityClass)) *schedulingv1.PriorityClass {
 		c := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}, Value: value,
 			PreemptionPolicy: ptr.To(corev1.PreemptNever)}
+		// vCluster records the virtual name: vcluster-<virtual>-x-<namespace>-x-<release>.
+		if virtual, _, ok := strings.Cut(strings.TrimPrefix(name, "vcluster-"), "-x-"); ok {
+			c.Annotations = map[string]string{"vcluster.loft.sh/object-name": virtual}
+		}
 		if owner != "" {
 			c.Labels[VClusterManagedByLabel] = owner
 		}
@@ -463,6 +467,20 @@ func TestTenantsPriorityClassesStayInTheirBand(t *testing.T) {
 	syncerA := syncer("vcluster-team-a")
 	long := "tenant-with-a-name-long-enough-to-be-hashed"
 	longMarker := ("vcluster-" + long + "-x-" + long)[:52] + "-0123456789"
+	hashed := func(virtual, release string) func(*schedulingv1.PriorityClass) {
+		return func(c *schedulingv1.PriorityClass) {
+			c.Name = ("vcluster-" + virtual + "-x-vcluster-" + release + "-x-" + release)[:52] + "-0123456789"
+			c.Annotations = map[string]string{"vcluster.loft.sh/object-name": virtual}
+		}
+	}
+	withDescription := func(n int) func(*schedulingv1.PriorityClass) {
+		return func(c *schedulingv1.PriorityClass) {
+			c.Description = strings.Repeat("d", n)
+			// kubectl apply in the virtual cluster records the whole class, which vCluster copies with the annotations.
+			c.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = `{"apiVersion":"scheduling.k8s.io/v1","description":"` +
+				c.Description + `","kind":"PriorityClass","metadata":{"annotations":{},"name":"batch"},"preemptionPolicy":"Never","value":0}`
+		}
+	}
 	for _, tt := range []struct {
 		name       string
 		obj, old   *schedulingv1.PriorityClass
@@ -480,14 +498,29 @@ func TestTenantsPriorityClassesStayInTheirBand(t *testing.T) {
 			func(c *schedulingv1.PriorityClass) { c.GlobalDefault = true }), wantDenied: []string{"may not be the cluster's default"}},
 		{name: "a class posing as another tenant's", obj: class("vcluster-batch-x-vcluster-team-b-x-team-b", "vcluster-team-b-x-team-b", 0, nil),
 			wantDenied: []string{"tenant team-a (" + syncerA + ") may write only the PriorityClasses of its own vCluster"}},
+		{name: "another tenant's class name taken first, with its own label", obj: class("vcluster-batch-x-vcluster-team-b-x-team-b", teamA, 0, nil),
+			wantDenied: []string{"named as vCluster names the class its vcluster.loft.sh/object-name annotation names: vcluster-batch-x-vcluster-team-a-x-team-a"}},
+		{name: "another tenant's class name taken first, its virtual name chosen to match", obj: class("vcluster-batch-x-vcluster-team-b-x-team-b", teamA, 0,
+			func(c *schedulingv1.PriorityClass) {
+				c.Annotations["vcluster.loft.sh/object-name"] = "batch-x-vcluster-team-b-x-team-b"
+			}), wantDenied: []string{"its own vCluster"}},
+		{name: "a hashed class name of its own", obj: class("", teamA, 0, hashed(strings.Repeat("b", 50), "team-a"))},
 		{name: "a class without a vCluster's label", obj: class("batch", "", 0, nil), wantDenied: []string{"may write only the PriorityClasses of its own vCluster"}},
+		{name: "a class applied with kubectl with the longest description", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
+			withDescription(MaxPriorityClassDescription))},
+		{name: "a class of a megabyte of description", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
+			func(c *schedulingv1.PriorityClass) { c.Description = strings.Repeat("d", 1<<20) }),
+			wantDenied: []string{"may have at most 1024 characters of description and 4096 of labels and annotations"}},
+		{name: "a class of large annotations", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
+			func(c *schedulingv1.PriorityClass) { c.Annotations["filler"] = strings.Repeat("a", 200<<10) }),
+			wantDenied: []string{"4096 of labels and annotations"}},
 		{name: "another tenant's class taken over", obj: class("vcluster-batch-x-vcluster-team-b-x-team-b", teamA, 0, nil),
 			old: class("vcluster-batch-x-vcluster-team-b-x-team-b", "vcluster-team-b-x-team-b", 0, nil), wantDenied: []string{"its own vCluster"}},
 		{name: "another tenant's class deleted", old: class("vcluster-batch-x-vcluster-team-b-x-team-b", "vcluster-team-b-x-team-b", 0, nil),
 			delete: true, wantDenied: []string{"its own vCluster"}},
 		{name: "the platform's own class deleted", old: class("platform-batch", "", 100, nil), delete: true, wantDenied: []string{"its own vCluster"}},
 		{name: "its own class deleted", old: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0, nil), delete: true},
-		{name: "a class of a tenant whose marker is hashed", obj: class("vcluster-batch-x-hashed", longMarker, 0, nil),
+		{name: "a class of a tenant whose marker is hashed", obj: class("", longMarker, 0, hashed("batch", long)),
 			user: syncer("vcluster-" + long)},
 		{name: "the platform's own identity", obj: class("platform-high", "", 100000, nil), user: "admin"},
 		{name: "a controller of the platform", obj: class("platform-high", "", 100000, nil),
@@ -515,13 +548,17 @@ func TestTenantsPriorityClassesStayInTheirBand(t *testing.T) {
 func TestVolumeClaimsDoNotBindExistingVolumes(t *testing.T) {
 	h := newHarness(t, runPlatform(t, testClasses, teamA()))
 	pvc := func(edit func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
-		c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: tenantNS}}
+		// The class the DefaultStorageClass plugin fills in where the cluster has a default class.
+		c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: tenantNS},
+			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("standard-rwo")}}
 		if edit != nil {
 			edit(c)
 		}
 		return c
 	}
 	assert.Empty(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(nil)))
+	assertDenied(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(func(c *corev1.PersistentVolumeClaim) { c.Spec.StorageClassName = nil })),
+		[]string{"names no storage class and the cluster has no default class to give it"})
 	assertDenied(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeName = "pv-of-team-b" })),
 		[]string{"PersistentVolumeClaim data names volume pv-of-team-b"})
 	assertDenied(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(func(c *corev1.PersistentVolumeClaim) {
@@ -533,6 +570,7 @@ func TestVolumeClaimsDoNotBindExistingVolumes(t *testing.T) {
 		"a claim of a storage class")
 	beta := func(class string) func(*corev1.PersistentVolumeClaim) {
 		return func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.StorageClassName = nil
 			c.Annotations = map[string]string{"volume.beta.kubernetes.io/storage-class": class}
 		}
 	}
@@ -540,7 +578,9 @@ func TestVolumeClaimsDoNotBindExistingVolumes(t *testing.T) {
 	assert.Empty(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(beta("standard-rwo"))), "a claim of a class in its older spelling")
 	assertDenied(t, h.admit(t, tenantNS, pvcGVK, pvcGVR, pvc(func(c *corev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr.To("") }),
 		pvc(nil)), []string{"asks for the empty storage class"})
-	assertDenied(t, h.admit(t, tenantNS, pvcGVK, pvcGVR, pvc(beta("")), pvc(nil)), []string{"asks for the empty storage class"})
+	assertDenied(t, h.admit(t, tenantNS, pvcGVK, pvcGVR, pvc(func(c *corev1.PersistentVolumeClaim) {
+		c.Annotations = map[string]string{"volume.beta.kubernetes.io/storage-class": ""}
+	}), pvc(nil)), []string{"asks for the empty storage class"})
 	bound := pvc(func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeName = "pv-1" })
 	assertDenied(t, h.admit(t, tenantNS, pvcGVK, pvcGVR, bound, pvc(nil)), []string{"names volume pv-1"})
 	binder := request{namespace: tenantNS, gvk: pvcGVK, gvr: pvcGVR, obj: bound, old: pvc(nil),

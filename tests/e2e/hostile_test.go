@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -114,6 +116,44 @@ func createVolumeClaim(edit func(*corev1.PersistentVolumeClaim)) func(context.Co
 	}
 }
 
+// withoutDefaultStorageClass runs try while the cluster has no default StorageClass, as an existing cluster may not: it
+// takes the default mark off the simulated cluster's class, waits until the DefaultStorageClass admission plugin (which
+// reads classes through an informer) leaves a claim of no class without one, and puts the mark back.
+func withoutDefaultStorageClass(try func(context.Context, kubernetes.Interface, string) error) func(context.Context, kubernetes.Interface, string) error {
+	return func(ctx context.Context, as kubernetes.Interface, ns string) (err error) {
+		mark := func(value string) error {
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, simhw.IsDefaultClassAnnotation, value)
+			_, err := client.StorageV1().StorageClasses().Patch(ctx, simhw.DefaultStorageClass, types.MergePatchType, []byte(patch),
+				metav1.PatchOptions{})
+			return err
+		}
+		if err := mark("false"); err != nil {
+			return fmt.Errorf("unmarking the default class: %w", err)
+		}
+		defer func() {
+			if markErr := mark("true"); markErr != nil {
+				err = errors.Join(err, fmt.Errorf("marking the default class again: %w", markErr))
+			}
+		}()
+		probe := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-class-probe", Namespace: "default"},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceQuantity("1Gi")}}}}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			got, err := client.CoreV1().PersistentVolumeClaims("default").Create(ctx, probe, dryRun)
+			if err != nil {
+				return fmt.Errorf("probing the default class: %w", err)
+			}
+			if got.Spec.StorageClassName == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the API server still gives claims the default class %s", *got.Spec.StorageClassName)
+			}
+		}
+		return try(ctx, as, ns)
+	}
+}
+
 // createClaimSpec creates a claim whose spec edit writes.
 func createClaimSpec(edit func(*resourcev1.ResourceClaimSpec)) func(context.Context, kubernetes.Interface, string) error {
 	return func(ctx context.Context, as kubernetes.Interface, ns string) error {
@@ -124,13 +164,15 @@ func createClaimSpec(edit func(*resourcev1.ResourceClaimSpec)) func(context.Cont
 	}
 }
 
-// createPriorityClass creates, as the tenant's vCluster would copy a virtual one, a PriorityClass of the tenant's own
-// vCluster.
-func createPriorityClass(tenant string, value int32, globalDefault bool) func(context.Context, kubernetes.Interface, string) error {
+// createPriorityClass creates, as the tenant's vCluster would copy a virtual class named hostile, a PriorityClass of
+// the tenant's own vCluster, changed by edit.
+func createPriorityClass(tenant string, edit func(*schedulingv1.PriorityClass)) func(context.Context, kubernetes.Interface, string) error {
 	return func(ctx context.Context, as kubernetes.Interface, _ string) error {
 		marker := "vcluster-" + tenant + "-x-" + tenant
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "vcluster-hostile-x-" + marker,
-			Labels: map[string]string{tenancy.VClusterManagedByLabel: marker}}, Value: value, GlobalDefault: globalDefault}
+			Labels:      map[string]string{tenancy.VClusterManagedByLabel: marker},
+			Annotations: map[string]string{"vcluster.loft.sh/object-name": "hostile"}}}
+		edit(pc)
 		_, err := as.SchedulingV1().PriorityClasses().Create(ctx, pc, dryRun)
 		return err
 	}
@@ -189,9 +231,20 @@ func attacksOn(tenant, class string) []attack {
 		{"system-node-critical priority", tenancy.PodPlacementPolicy, "has priority 2000001000 (PriorityClass system-node-critical)",
 			createPod(func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-node-critical" })},
 		{"a priority class above the tenants' band", tenancy.PriorityClassPolicy, "may have a value of at most 0",
-			createPriorityClass(tenant, 1000, false)},
+			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Value = 1000 })},
 		{"a default priority class for the whole cluster", tenancy.PriorityClassPolicy, "may not be the cluster's default",
-			createPriorityClass(tenant, 0, true)},
+			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.GlobalDefault = true })},
+		{"another tenant's PriorityClass name, taken first with its own label", tenancy.PriorityClassPolicy, "its own vCluster",
+			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Name = "vcluster-hostile-x-vcluster-" + other + "-x-" + other })},
+		{"another tenant's PriorityClass name, its virtual name chosen to match", tenancy.PriorityClassPolicy, "its own vCluster",
+			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) {
+				pc.Name = "vcluster-hostile-x-vcluster-" + other + "-x-" + other
+				pc.Annotations["vcluster.loft.sh/object-name"] = "hostile-x-vcluster-" + other + "-x-" + other
+			})},
+		{"a PriorityClass of a megabyte of description, which no quota counts", tenancy.PriorityClassPolicy, "characters of description",
+			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Description = strings.Repeat("d", 1<<20) })},
+		{"a PriorityClass of large annotations", tenancy.PriorityClassPolicy, "of labels and annotations",
+			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Annotations["filler"] = strings.Repeat("a", 200<<10) })},
 		{"anti-affinity against every namespace's pods", tenancy.PodPlacementPolicy, "reach other namespaces",
 			createPod(func(p *corev1.Pod) {
 				p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
@@ -240,6 +293,8 @@ func attacksOn(tenant, class string) []attack {
 			})},
 		{"a volume claim of the empty class", tenancy.VolumeClaimPolicy, "empty storage class",
 			createVolumeClaim(func(c *corev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr.To("") })},
+		{"a volume claim of no class, where the cluster has no default class", tenancy.VolumeClaimPolicy, "names no storage class",
+			withoutDefaultStorageClass(createVolumeClaim(func(*corev1.PersistentVolumeClaim) {}))},
 		{"a volume claim of the empty class in its older spelling", tenancy.VolumeClaimPolicy, "empty storage class",
 			createVolumeClaim(func(c *corev1.PersistentVolumeClaim) {
 				c.Annotations = map[string]string{"volume.beta.kubernetes.io/storage-class": ""}
@@ -293,7 +348,8 @@ func checkHostileTenant(t *testing.T, ctx context.Context) {
 				if err != nil {
 					assert.Contains(t, err.Error(), "exceeded quota: "+naming.TenantQuota, "a claim of the granted class")
 				}
-				assert.NoError(t, createVolumeClaim(func(*corev1.PersistentVolumeClaim) {})(ctx, syncer, ns), "a claim on a new volume")
+				assert.NoError(t, createVolumeClaim(func(c *corev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr.To("standard") })(ctx, syncer, ns),
+					"a claim on a new volume")
 			})
 			t.Run("shared capacity is capped by the quota", func(t *testing.T) { checkSharedCapacityQuota(t, ctx, syncer, ns) })
 			t.Run("endpoints may not point at link-local addresses", func(t *testing.T) { checkEndpointAddresses(t, ctx, syncer, ns) })

@@ -203,8 +203,15 @@ func legitimateFor(class string) []legitimate {
 			func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {
 				marker := "vcluster-" + tenant + "-x-" + tenant
 				class := "vcluster-batch-x-" + marker
-				pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: class, Labels: map[string]string{tenancy.VClusterManagedByLabel: marker}},
-					Value: 0, PreemptionPolicy: ptr.To(corev1.PreemptNever)}
+				// As vCluster copies a class applied with kubectl in the virtual cluster, with the longest description allowed:
+				// the virtual class's annotations and its own (pkg/util/translate/translate.go HostMetadata).
+				description := strings.Repeat("d", tenancy.MaxPriorityClassDescription)
+				pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: class, Labels: map[string]string{tenancy.VClusterManagedByLabel: marker},
+					Annotations: map[string]string{"vcluster.loft.sh/object-name": "batch", "vcluster.loft.sh/object-uid": "0b6f3c2e-4a8e-4f2a-9d1e-6c1f0e2b7a55",
+						"kubectl.kubernetes.io/last-applied-configuration": `{"apiVersion":"scheduling.k8s.io/v1","description":"` + description +
+							`","kind":"PriorityClass","metadata":{"annotations":{},"name":"batch"},"preemptionPolicy":"Never","value":0}`,
+						"vcluster.loft.sh/managed-annotations": "kubectl.kubernetes.io/last-applied-configuration"}},
+					Value: 0, PreemptionPolicy: ptr.To(corev1.PreemptNever), Description: description}
 				// The class must exist for the pod: created as the syncer, then removed.
 				if _, err := as.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
 					return fmt.Errorf("the class: %w", err)
@@ -336,6 +343,12 @@ func legitimateFor(class string) []legitimate {
 					c.ObjectMeta = vcMeta(tenant, ns, "default", "data")
 					c.Spec.StorageClassName = ptr.To("standard")
 				})(ctx, as, ns)
+			}},
+		{"a volume claim without a class, where the cluster has a default class", "vc:pkg/controllers/resources/persistentvolumeclaims/translate.go",
+			func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {
+				// The DefaultStorageClass admission plugin gives it the simulated cluster's default class
+				// (simhw.DefaultStorageClass) before the policies read it.
+				return createVolumeClaim(func(c *corev1.PersistentVolumeClaim) { c.ObjectMeta = vcMeta(tenant, ns, "default", "data") })(ctx, as, ns)
 			}},
 		{"a claim with firstAvailable alternatives and a selector", "vc:pkg/mappings/resources/resourceclaims.go (Pro syncer)",
 			func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {

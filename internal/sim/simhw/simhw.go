@@ -1,7 +1,8 @@
 // Package simhw puts simulated GPU hardware on a control plane that has no kubelets: the Nodes of
 // the project's GPU pools and the ResourceSlices the NVIDIA DRA driver would publish for them
 // (inventory in internal/sim/README.md). Pods that claim these devices get scheduled and their
-// claims allocated; nothing runs.
+// claims allocated; nothing runs. It also gives the cluster a default StorageClass, as the
+// managed clusters the platform targets come with one.
 package simhw
 
 import (
@@ -18,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -42,6 +44,15 @@ const (
 	// PoolMIG holds A100 40GB GPUs partitioned into 1g.5gb MIG devices.
 	PoolMIG = "a100-mig"
 )
+
+// DefaultStorageClass is the cluster's default StorageClass, as GKE's standard-rwo and Kapsule's sbs-default are:
+// the DefaultStorageClass admission plugin gives it to a volume claim of no class, the vCluster control plane's among
+// them. Nothing provisions it here.
+const DefaultStorageClass = "sim-default"
+
+// IsDefaultClassAnnotation marks a cluster's default StorageClass (kubernetes v1.34.4
+// pkg/volume/util/storageclass.go IsDefaultStorageClassAnnotation).
+const IsDefaultClassAnnotation = "storageclass.kubernetes.io/is-default-class"
 
 // Hardware is the simulated inventory: GPU nodes and the driver's ResourceSlices for them.
 type Hardware struct {
@@ -126,10 +137,17 @@ func Apply(ctx context.Context, cs kubernetes.Interface) error {
 			return fmt.Errorf("applying ResourceSlice %q: %w", want.Name, err)
 		}
 	}
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: DefaultStorageClass,
+		Annotations: map[string]string{IsDefaultClassAnnotation: "true"}},
+		Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)}
+	if _, err := cs.StorageV1().StorageClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating StorageClass %q: %w", DefaultStorageClass, err)
+	}
 	return nil
 }
 
-// Remove deletes the simulated ResourceSlices and nodes; absent objects are not an error.
+// Remove deletes the simulated ResourceSlices and nodes and the default StorageClass; absent objects are not an
+// error.
 func Remove(ctx context.Context, cs kubernetes.Interface) error {
 	hw, err := Load()
 	if err != nil {
@@ -146,6 +164,10 @@ func Remove(ctx context.Context, cs kubernetes.Interface) error {
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting simulated node %q: %w", n.Name, err)
 		}
+	}
+	err = cs.StorageV1().StorageClasses().Delete(ctx, DefaultStorageClass, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting StorageClass %q: %w", DefaultStorageClass, err)
 	}
 	return nil
 }
