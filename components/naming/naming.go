@@ -82,6 +82,10 @@ func ClassGrantLabel(class string) string { return ClassGrantLabelPrefix + class
 // per-tenant policy until the update that labels it also removes that policy.
 const GrantsLabel = "gpu-tenancy.io/grants-labelled"
 
+// KubeconfigSecretPrefix prefixes the Secret in which a tenant's vCluster exports its kubeconfig, vc-<tenant>
+// (loft-sh/vcluster v0.36.1 pkg/util/kubeconfig/kubeconfig.go, the chart's exportKubeConfig default).
+const KubeconfigSecretPrefix = "vc-"
+
 // TenantFlowSchemaPrefix prefixes each tenant's FlowSchema (see TenantFlowSchema).
 const TenantFlowSchemaPrefix = "gpu-tenancy-tenant-"
 

@@ -366,6 +366,7 @@ func guards(classes []string, admission AdmissionArgs) []Guard {
 		g("node-placement-labels", nodeLabelPolicy, nil),
 		g("volume-claims", volumeClaimPolicy, tenantNamespaces),
 		g("claim-shape", claimShapePolicy, tenantNamespaces),
+		g("kubeconfig-secret", kubeconfigSecretPolicy, tenantNamespaces),
 	}
 }
 

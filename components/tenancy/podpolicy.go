@@ -375,7 +375,7 @@ func priorityClassPolicy(maxPriority int, controllerNamespaces []string) admissi
 		literals: map[string]string{
 			"MANAGED_BY": celString(VClusterManagedByLabel), "MAX_PRIORITY": fmt.Sprint(maxPriority),
 			"OBJECT_NAME": celString(vclusterObjectNameAnnotation), "MAX_DESCRIPTION": fmt.Sprint(MaxPriorityClassDescription),
-			"MAX_METADATA": fmt.Sprint(MaxPriorityClassMetadata),
+			"MAX_METADATA":     fmt.Sprint(MaxPriorityClassMetadata),
 			"NAMESPACE_PREFIX": celString(naming.NamespacePrefix), "PLATFORM_NAMESPACES": celList(controllerNamespaces),
 		},
 	}

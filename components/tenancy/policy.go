@@ -50,6 +50,8 @@ const (
 	ServicePolicy = "gpu-tenancy-service-external-ips"
 	// VolumeClaimPolicy refuses tenant claims that bind an existing volume by name, label or the empty class.
 	VolumeClaimPolicy = "gpu-tenancy-volume-claims-from-storage-classes"
+	// KubeconfigSecretPolicy refuses a tenant's identities deleting the Secret its vCluster exports its kubeconfig in.
+	KubeconfigSecretPolicy = "gpu-tenancy-kubeconfig-secret"
 	// PriorityClassPolicy bounds the PriorityClasses a tenant's vCluster writes to the host.
 	PriorityClassPolicy = "gpu-tenancy-tenant-priority-classes"
 	// ClaimShapePolicy bounds what one tenant claim may ask of the scheduler, and keeps driver configuration to the

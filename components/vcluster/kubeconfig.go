@@ -1,6 +1,7 @@
 package vcluster
 
 import (
+	"encoding/base64"
 	"fmt"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -63,4 +64,26 @@ func pinnedKubeconfig(raw []byte, server, tenant string) (string, error) {
 		return "", err
 	}
 	return string(written), nil
+}
+
+// exportedKubeconfig is the kubeconfig to export from the data of the Secret vCluster wrote: rebuilt from its pinned
+// parts, or empty with the problem to warn of when the data is not what vCluster writes.
+func exportedKubeconfig(data map[string]string, secretName, server, tenant string) (config, problem string) {
+	nothing := func(why string) (string, string) {
+		return "", fmt.Sprintf("tenant %s: %s; its kubeconfig is exported empty until vCluster writes the Secret again "+
+			"(it does when its control plane starts)", tenant, why)
+	}
+	enc, ok := data[KubeconfigSecretKey]
+	if !ok {
+		return nothing(fmt.Sprintf("kubeconfig Secret %q has no key %q", secretName, KubeconfigSecretKey))
+	}
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return nothing(fmt.Sprintf("decoding kubeconfig Secret %q: %v", secretName, err))
+	}
+	config, err = pinnedKubeconfig(raw, server, tenant)
+	if err != nil {
+		return nothing(err.Error())
+	}
+	return config, ""
 }

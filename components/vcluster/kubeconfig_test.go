@@ -1,6 +1,7 @@
 package vcluster
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 
@@ -80,6 +81,34 @@ func TestTheExportedKubeconfigIsRebuiltFromPinnedParts(t *testing.T) {
 			}
 			assert.NotContains(t, got, "attacker.example.com")
 			assert.NotContains(t, got, "evil")
+		})
+	}
+}
+
+func TestWhatTheTenantWroteInPlaceOfItsKubeconfigIsWarnedOfAndNotExported(t *testing.T) {
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	for _, c := range []struct {
+		name        string
+		data        map[string]string
+		wantProblem string
+	}{
+		{name: "vCluster's own export", data: map[string]string{KubeconfigSecretKey: b64(exported(certUser, ""))}},
+		{name: "the key removed", data: map[string]string{"other": b64("x")}, wantProblem: `has no key "config"`},
+		{name: "not base64", data: map[string]string{KubeconfigSecretKey: "%%%"}, wantProblem: "decoding kubeconfig Secret"},
+		{name: "garbage", data: map[string]string{KubeconfigSecretKey: b64("{{{")}, wantProblem: "does not parse"},
+		{name: "an exec plugin alone", data: map[string]string{KubeconfigSecretKey: b64(exported(
+			"    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh}\n", ""))}, wantProblem: "no inline client certificate"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			config, problem := exportedKubeconfig(c.data, "vc-team-a", "", "team-a")
+			if c.wantProblem == "" {
+				assert.Empty(t, problem)
+				assert.NotEmpty(t, config)
+				return
+			}
+			assert.Empty(t, config, "nothing of what the tenant wrote is exported")
+			assert.Contains(t, problem, c.wantProblem)
+			assert.Contains(t, problem, "tenant team-a")
 		})
 	}
 }

@@ -4,7 +4,6 @@
 package vcluster
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/url"
@@ -36,7 +35,7 @@ var DefaultVirtualClusterChart = helmchart.Chart{Repo: ChartRepo, Name: VCluster
 // Where vCluster writes the tenant kubeconfig on the host: Secret vc-<vcluster name>, key config
 // (loft-sh/vcluster v0.36.1 pkg/util/kubeconfig/kubeconfig.go).
 const (
-	KubeconfigSecretPrefix = "vc-"
+	KubeconfigSecretPrefix = naming.KubeconfigSecretPrefix
 	KubeconfigSecretKey    = "config"
 )
 
@@ -448,9 +447,12 @@ func NewVirtualCluster(ctx *pulumi.Context, name string, args *VirtualClusterArg
 }
 
 // readKubeconfig reads the kubeconfig vCluster exported once the chart's objects are ready, rebuilt from its pinned
-// parts (pinnedKubeconfig). The Secret's id derives
-// from the chart's list of objects, which resolves once every object is applied and awaited, so the read waits for
-// them, and a preview of a new chart skips the read instead of failing on a Secret that does not exist yet.
+// parts (exportedKubeconfig). The Secret's id derives from the chart's list of objects, which resolves once every
+// object is applied and awaited, so the read waits for them, and a preview of a new chart skips the read instead of
+// failing on a Secret that does not exist yet. The tenant may rewrite the Secret (its syncer holds every verb on its
+// namespace's Secrets): what it holds then is warned of and not exported, rather than failing the deployment and with
+// it every other tenant's changes. It may not delete it (gpu-tenancy-kubeconfig-secret), since a read of a Secret that
+// is not there fails the deployment.
 func readKubeconfig(ctx *pulumi.Context, name string, chart *helmv4.Chart, namespace pulumi.StringInput,
 	secretName, server, tenant string, vc *VirtualCluster) (pulumi.StringOutput, error) {
 	id := pulumi.All(chart.Resources, namespace).ApplyT(func(v []any) pulumi.ID {
@@ -461,16 +463,12 @@ func readKubeconfig(ctx *pulumi.Context, name string, chart *helmv4.Chart, names
 	if err != nil {
 		return pulumi.StringOutput{}, fmt.Errorf("reading virtual cluster kubeconfig Secret %q: %w", secretName, err)
 	}
-	config := secret.Data.ApplyT(func(data map[string]string) (string, error) {
-		enc, ok := data[KubeconfigSecretKey]
-		if !ok {
-			return "", fmt.Errorf("kubeconfig Secret %q has no key %q", secretName, KubeconfigSecretKey)
+	config := secret.Data.ApplyT(func(data map[string]string) string {
+		config, problem := exportedKubeconfig(data, secretName, server, tenant)
+		if problem != "" {
+			_ = ctx.Log.Warn(problem, &pulumi.LogArgs{Resource: vc})
 		}
-		raw, err := base64.StdEncoding.DecodeString(enc)
-		if err != nil {
-			return "", fmt.Errorf("decoding kubeconfig Secret %q: %w", secretName, err)
-		}
-		return pinnedKubeconfig(raw, server, tenant)
+		return config
 	}).(pulumi.StringOutput)
 	return pulumi.ToSecret(config).(pulumi.StringOutput), nil
 }

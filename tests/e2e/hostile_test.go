@@ -116,6 +116,29 @@ func createVolumeClaim(edit func(*corev1.PersistentVolumeClaim)) func(context.Co
 	}
 }
 
+// deleteKubeconfigSecret deletes, as the tenant, the Secret its vCluster exports its kubeconfig in; the local stack's
+// vClusters never start, so it is first written as vCluster would.
+func deleteKubeconfigSecret(tenant string) func(context.Context, kubernetes.Interface, string) error {
+	return func(ctx context.Context, as kubernetes.Interface, ns string) error {
+		if err := ensureKubeconfigSecret(ctx, tenant, ns); err != nil {
+			return err
+		}
+		return as.CoreV1().Secrets(ns).Delete(ctx, naming.KubeconfigSecretPrefix+tenant, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	}
+}
+
+// ensureKubeconfigSecret writes the tenant's kubeconfig Secret as vCluster does, unless it is there.
+func ensureKubeconfigSecret(ctx context.Context, tenant, ns string) error {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: naming.KubeconfigSecretPrefix + tenant, Namespace: ns,
+		Labels: map[string]string{"vcluster.loft.sh/created-by": "vcluster", "vcluster-name": tenant}},
+		Data: map[string][]byte{"config": []byte("apiVersion: v1\nkind: Config\n")}}
+	_, err := client.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
 // withoutDefaultStorageClass runs try while the cluster has no default StorageClass, as an existing cluster may not: it
 // takes the default mark off the simulated cluster's class, waits until the DefaultStorageClass admission plugin (which
 // reads classes through an informer) leaves a claim of no class without one, and puts the mark back.
@@ -245,6 +268,8 @@ func attacksOn(tenant, class string) []attack {
 			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Description = strings.Repeat("d", 1<<20) })},
 		{"a PriorityClass of large annotations", tenancy.PriorityClassPolicy, "of labels and annotations",
 			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Annotations["filler"] = strings.Repeat("a", 200<<10) })},
+		{"the kubeconfig Secret the platform reads deleted", tenancy.KubeconfigSecretPolicy, "may not delete Secret " + naming.KubeconfigSecretPrefix + tenant,
+			deleteKubeconfigSecret(tenant)},
 		{"anti-affinity against every namespace's pods", tenancy.PodPlacementPolicy, "reach other namespaces",
 			createPod(func(p *corev1.Pod) {
 				p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{

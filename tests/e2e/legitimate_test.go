@@ -350,6 +350,19 @@ func legitimateFor(class string) []legitimate {
 				// (simhw.DefaultStorageClass) before the policies read it.
 				return createVolumeClaim(func(c *corev1.PersistentVolumeClaim) { c.ObjectMeta = vcMeta(tenant, ns, "default", "data") })(ctx, as, ns)
 			}},
+		{"vCluster rewrites its kubeconfig Secret", "vc:pkg/util/kubeconfig/kubeconfig.go WriteKubeConfig",
+			func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {
+				if err := ensureKubeconfigSecret(ctx, tenant, ns); err != nil {
+					return err
+				}
+				secret, err := as.CoreV1().Secrets(ns).Get(ctx, naming.KubeconfigSecretPrefix+tenant, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				secret.Data["config"] = []byte("apiVersion: v1\nkind: Config\ncurrent-context: rewritten\n")
+				_, err = as.CoreV1().Secrets(ns).Update(ctx, secret, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+				return err
+			}},
 		{"a claim with firstAvailable alternatives and a selector", "vc:pkg/mappings/resources/resourceclaims.go (Pro syncer)",
 			func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {
 				c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "v0a1b2c3d4e5f6", Namespace: ns,
