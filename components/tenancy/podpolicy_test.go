@@ -511,6 +511,30 @@ func TestTenantsPriorityClassesStayInTheirBand(t *testing.T) {
 		{name: "a class of a megabyte of description", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
 			func(c *schedulingv1.PriorityClass) { c.Description = strings.Repeat("d", 1<<20) }),
 			wantDenied: []string{"may have at most 1024 characters of description and 4096 of labels and annotations"}},
+		{name: "a class with the managed fields the API server records for vCluster's write", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
+			withManagedFields(managedFields("vcluster", `{"f:description":{},"f:metadata":{"f:annotations":{".":{},"f:vcluster.loft.sh/object-name":{}},`+
+				`"f:labels":{".":{},"f:vcluster.loft.sh/managed-by":{}}},"f:preemptionPolicy":{},"f:value":{}}`)))},
+		{name: "a class with managed fields of made-up label paths", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
+			withManagedFields(managedFields("vcluster", `{"f:metadata":{"f:labels":{`+madeUpPaths(2000)+`}}}`))),
+			wantDenied: []string{"managed fields only of its own fields"}},
+		{name: "a class with managed fields below a label path", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
+			withManagedFields(managedFields("vcluster", `{"f:metadata":{"f:labels":{"f:a":{`+madeUpPaths(10)+`}}}}`))),
+			wantDenied: []string{"managed fields only of its own fields"}},
+		{name: "a class with managed fields of fields it does not have", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
+			withManagedFields(managedFields("vcluster", `{"f:spec":{`+madeUpPaths(10)+`}}`))),
+			wantDenied: []string{"managed fields only of its own fields"}},
+		{name: "a class with many managers", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
+			withManagedFields(managedFields("a", `{}`), managedFields("b", `{}`), managedFields("c", `{}`), managedFields("d", `{}`),
+				managedFields("e", `{}`))),
+			wantDenied: []string{"at most 4 managers"}},
+		{name: "a class with a finalizer", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
+			func(c *schedulingv1.PriorityClass) { c.Finalizers = []string{"example.com/" + strings.Repeat("f", 60)} }),
+			wantDenied: []string{"may carry no finalizers or owner references"}},
+		{name: "a class with an owner reference", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
+			func(c *schedulingv1.PriorityClass) {
+				c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: strings.Repeat("n", 4096), UID: "u"}}
+			}),
+			wantDenied: []string{"may carry no finalizers or owner references"}},
 		{name: "a class of large annotations", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
 			func(c *schedulingv1.PriorityClass) { c.Annotations["filler"] = strings.Repeat("a", 200<<10) }),
 			wantDenied: []string{"4096 of labels and annotations"}},
@@ -705,3 +729,22 @@ var (
 	pvcGVK           = corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim")
 	pvcGVR           = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
 )
+
+// managedFields is one manager's entry as the API server records it, with its fields as JSON.
+func managedFields(manager, fields string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "scheduling.k8s.io/v1",
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+}
+
+func withManagedFields(entries ...metav1.ManagedFieldsEntry) func(*schedulingv1.PriorityClass) {
+	return func(c *schedulingv1.PriorityClass) { c.ManagedFields = entries }
+}
+
+// madeUpPaths are n field paths of no field, as JSON members.
+func madeUpPaths(n int) string {
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = fmt.Sprintf(`"f:made-up-%06d":{}`, i)
+	}
+	return strings.Join(paths, ",")
+}

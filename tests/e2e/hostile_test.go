@@ -268,6 +268,18 @@ func attacksOn(tenant, class string) []attack {
 			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Description = strings.Repeat("d", 1<<20) })},
 		{"a PriorityClass of large annotations", tenancy.PriorityClassPolicy, "of labels and annotations",
 			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Annotations["filler"] = strings.Repeat("a", 200<<10) })},
+		{"a PriorityClass of 300 KB of made-up managed fields, which the API server keeps", tenancy.PriorityClassPolicy, "managed fields only of its own fields",
+			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) {
+				paths := make([]string, 10000)
+				for i := range paths {
+					paths[i] = fmt.Sprintf(`"f:made-up-%06d":{}`, i)
+				}
+				pc.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "vcluster", Operation: metav1.ManagedFieldsOperationUpdate,
+					APIVersion: "scheduling.k8s.io/v1", FieldsType: "FieldsV1",
+					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{` + strings.Join(paths, ",") + `}}}`)}}}
+			})},
+		{"a PriorityClass kept by a finalizer", tenancy.PriorityClassPolicy, "may carry no finalizers",
+			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Finalizers = []string{"example.com/keep"} })},
 		{"the kubeconfig Secret the platform reads deleted", tenancy.KubeconfigSecretPolicy, "may not delete Secret " + naming.KubeconfigSecretPrefix + tenant,
 			deleteKubeconfigSecret(tenant)},
 		{"anti-affinity against every namespace's pods", tenancy.PodPlacementPolicy, "reach other namespaces",
