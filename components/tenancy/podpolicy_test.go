@@ -640,6 +640,20 @@ func TestTenantEventsAreNoLargerThanTheEventsAPIAllows(t *testing.T) {
 		wantDenied []string
 	}{
 		{"an event as Kubernetes' components write it", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR, obj: event(nil)}, nil},
+		{"an event with the managed fields the API server records", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
+			obj: event(func(e *corev1.Event) {
+				e.ManagedFields = []metav1.ManagedFieldsEntry{managedFields("vcluster", `{"f:count":{},"f:firstTimestamp":{},"f:involvedObject":{`+
+					`"f:kind":{},"f:name":{},"f:namespace":{}},"f:message":{},"f:metadata":{"f:labels":{".":{},"f:app":{}},"f:ownerReferences":{".":{},`+
+					`"k:{\"uid\":\"u\"}":{".":{},"f:uid":{}}}},"f:reason":{},"f:source":{"f:component":{}},"f:type":{}}`)}
+			})}, nil},
+		{"an event with managed fields of made-up paths", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
+			obj: event(func(e *corev1.Event) {
+				e.ManagedFields = []metav1.ManagedFieldsEntry{managedFields("vcluster", `{"f:metadata":{"f:labels":{`+madeUpPaths(2000)+`}}}`)}
+			})}, []string{"characters of field paths"}},
+		{"an event with managed fields deeper than an event's", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
+			obj: event(func(e *corev1.Event) {
+				e.ManagedFields = []metav1.ManagedFieldsEntry{managedFields("vcluster", `{"f:a":{"f:b":{"f:c":{"f:d":{`+madeUpPaths(3)+`}}}}}`)}
+			})}, []string{"characters of field paths"}},
 		{"an event of the events API", request{namespace: tenantNS, gvk: eventsV1GVK, gvr: eventsV1GVR, obj: newEvent(nil)}, nil},
 		{"a message larger than a note may be", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
 			obj: event(func(e *corev1.Event) { e.Message = big })}, []string{"event trainer.1 is larger than an event may be"}},

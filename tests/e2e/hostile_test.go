@@ -116,6 +116,17 @@ func createVolumeClaim(edit func(*corev1.PersistentVolumeClaim)) func(context.Co
 	}
 }
 
+// madeUpManagedFields are one manager's managed fields naming 10,000 label paths of no label, about 300 KB, which
+// the API server keeps as a client sends them.
+func madeUpManagedFields(apiVersion string) []metav1.ManagedFieldsEntry {
+	paths := make([]string, 10000)
+	for i := range paths {
+		paths[i] = fmt.Sprintf(`"f:made-up-%06d":{}`, i)
+	}
+	return []metav1.ManagedFieldsEntry{{Manager: "vcluster", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: apiVersion,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{` + strings.Join(paths, ",") + `}}}`)}}}
+}
+
 // deleteKubeconfigSecret deletes, as the tenant, the Secret its vCluster exports its kubeconfig in; the local stack's
 // vClusters never start, so it is first written as vCluster would.
 func deleteKubeconfigSecret(tenant string) func(context.Context, kubernetes.Interface, string) error {
@@ -269,15 +280,7 @@ func attacksOn(tenant, class string) []attack {
 		{"a PriorityClass of large annotations", tenancy.PriorityClassPolicy, "of labels and annotations",
 			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Annotations["filler"] = strings.Repeat("a", 200<<10) })},
 		{"a PriorityClass of 300 KB of made-up managed fields, which the API server keeps", tenancy.PriorityClassPolicy, "managed fields only of its own fields",
-			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) {
-				paths := make([]string, 10000)
-				for i := range paths {
-					paths[i] = fmt.Sprintf(`"f:made-up-%06d":{}`, i)
-				}
-				pc.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "vcluster", Operation: metav1.ManagedFieldsOperationUpdate,
-					APIVersion: "scheduling.k8s.io/v1", FieldsType: "FieldsV1",
-					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{` + strings.Join(paths, ",") + `}}}`)}}}
-			})},
+			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.ManagedFields = madeUpManagedFields("scheduling.k8s.io/v1") })},
 		{"a PriorityClass kept by a finalizer", tenancy.PriorityClassPolicy, "may carry no finalizers",
 			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Finalizers = []string{"example.com/keep"} })},
 		{"the kubeconfig Secret the platform reads deleted", tenancy.KubeconfigSecretPolicy, "may not delete Secret " + naming.KubeconfigSecretPrefix + tenant,
@@ -319,6 +322,8 @@ func attacksOn(tenant, class string) []attack {
 			}},
 		{"an event of a megabyte, through the core API without eventTime", tenancy.EventSizePolicy, "is larger than an event may be",
 			createEvent(func(e *corev1.Event) { e.Message = strings.Repeat("x", 1<<20) })},
+		{"an event of 300 KB of made-up managed fields, which the API server keeps", tenancy.EventSizePolicy, "characters of field paths",
+			createEvent(func(e *corev1.Event) { e.ManagedFields = madeUpManagedFields("v1") })},
 		{"an event whose annotations fill etcd", tenancy.EventSizePolicy, "is larger than an event may be",
 			createEvent(func(e *corev1.Event) { e.Annotations = map[string]string{"fill": strings.Repeat("x", 200<<10)} })},
 		{"a Service of many ports", tenancy.ServicePolicy, "ports; a tenant Service may have at most 10",
