@@ -356,7 +356,7 @@ func legitimateFor(class string) []legitimate {
 					InvolvedObject: corev1.ObjectReference{Kind: "Lease", Namespace: ns, Name: "vcluster-" + tenant + "-controller",
 						UID: "3c5b1f0e-9d2a-4c4e-8f61-2a7d9b0c1e55", APIVersion: "coordination.k8s.io/v1", ResourceVersion: "1234"},
 					Reason: "LeaderElection", Message: tenant + "-0_8d3f1c2e-5b7a-4e9d-a1c0-6f2b3d4e5a6b became leader",
-					Source: corev1.EventSource{Component: "vcluster-" + tenant + "-0_8d3f1c2e-5b7a-4e9d-a1c0-6f2b3d4e5a6b"},
+					Source:         corev1.EventSource{Component: "vcluster-" + tenant + "-0_8d3f1c2e-5b7a-4e9d-a1c0-6f2b3d4e5a6b"},
 					FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1, Type: corev1.EventTypeNormal}
 				_, err := as.CoreV1().Events(ns).Create(ctx, e, dryRun)
 				return err
