@@ -332,6 +332,12 @@ func badConfigs() []badConfig {
 		}, nil, "gpu-tenancy:tenants[0].name", "more than 54"},
 		{"tenant name not a DNS label", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["name"] = "Legal.AI" }, nil,
 			"gpu-tenancy:tenants[0].name", "RFC 1123"},
+		{"tenant in the vCluster Platform's namespace", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["name"] = "platform" }, nil,
+			"gpu-tenancy:tenants[0].name", "its namespace vcluster-platform is one of the platform's own"},
+		{"tenant in a platform namespace of the stack's", goodGKE, func(tc testConfig) {
+			at(tc, "tenants", 0)["name"] = "ops"
+			tc["admission"] = obj{"platformNamespaces": list{"vcluster-ops"}}
+		}, nil, "gpu-tenancy:tenants[0].name", "its namespace vcluster-ops is one of the platform's own"},
 		{"tenant names repeat", goodGKE, func(tc testConfig) { at(tc, "tenants", 1)["name"] = "legal-ai" }, nil,
 			"gpu-tenancy:tenants[1].name", "Duplicate"},
 		{"tenant granted unknown class", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["classes"] = list{"gpu-hole"} }, nil,

@@ -9,6 +9,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring"
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
@@ -217,10 +218,18 @@ func validateDedicatedPools(c *PlatformArgs, path func(string) *field.Path) fiel
 func validateTenants(c *PlatformArgs, path func(string) *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	names := make([]string, len(c.Tenants))
+	admission := c.Admission.WithDefaults()
+	platformNamespaces := append(slices.Clone(admission.ControllerNamespaces), admission.PlatformNamespaces...)
 	for i, t := range c.Tenants {
 		tp := path(keyTenants).Index(i)
 		names[i] = t.Name
 		nameErrs := tenancy.ValidateTenantName(tp.Child("name"), t.Name)
+		// The guards pass over the service accounts of the platform's namespaces, so a tenant in one would hold a
+		// platform controller's rights on cluster-scoped objects (PriorityClasses among them).
+		if ns := naming.Namespace(t.Name); slices.Contains(platformNamespaces, ns) {
+			errs = append(errs, field.Invalid(tp.Child("name"), t.Name, fmt.Sprintf("its namespace %s is one of the platform's own (%s), "+
+				"whose service accounts the guards do not hold to a tenant's rules", ns, strings.Join(platformNamespaces, ", "))))
+		}
 		errs = append(errs, t.TenantArgs.Validate(tp)...)
 		errs = append(errs, tenancy.ValidateGrant(tp.Child("classes"), t.Classes, c.GPUClasses)...)
 		if c.VCluster.IsEnabled() {
