@@ -65,27 +65,36 @@ func benchFairness(ctx context.Context, root string) ([]string, error) {
 		}
 	}
 	paths := map[string]string{
-		"flood":  "/api/v1/namespaces/" + naming.Namespace(flooder) + "/pods",
-		"tenant": "/api/v1/namespaces/" + naming.Namespace(victim) + "/pods?limit=1",
-		"driver": "/apis/resource.k8s.io/v1/resourceslices?limit=1",
+		"flood": "/api/v1/namespaces/" + naming.Namespace(flooder) + "/pods",
+		// A long-running request (a log, as exec, attach, port-forward and proxy), which API Priority and Fairness
+		// serves without a seat or a queue (k8s.io/apiserver v0.34.4 pkg/server/filters/priority-and-fairness.go; the
+		// long-running check: kubernetes v1.34.4 pkg/controlplane/apiserver/config.go), of a pod that is not there.
+		"flood-log": "/api/v1/namespaces/" + naming.Namespace(flooder) + "/pods/none/log",
+		"tenant":    "/api/v1/namespaces/" + naming.Namespace(victim) + "/pods?limit=1",
+		"driver":    "/apis/resource.k8s.io/v1/resourceslices?limit=1",
 	}
 
-	lines := []string{"", fmt.Sprintf("API FAIRNESS: tenant %s's syncer token floods (%d concurrent LISTs for %s) while tenant %s's "+
-		"syncer and the DRA driver each GET in a loop; kube-apiserver with its default concurrency", flooder, floodClients, floodFor, victim)}
+	lines := []string{"", fmt.Sprintf("API FAIRNESS: tenant %s's syncer token floods (%d concurrent LISTs, or log requests of a pod that "+
+		"is not there, for %s) while tenant %s's syncer and the DRA driver each GET in a loop; kube-apiserver with its default concurrency",
+		flooder, floodClients, floodFor, victim)}
 	var verdicts []string
 	table := [][]string{{"WHO", "FLOWSCHEMAS", "FLOOD", "P50", "P99", "SERVED", "429s"}}
-	calm := map[bool]latencies{}
+	under := map[string]latencies{}
 	for _, schemas := range []bool{true, false} {
 		if !schemas {
 			if err := deleteFairness(ctx, cl); err != nil {
 				return lines, err
 			}
 		}
-		for _, flood := range []bool{false, true} {
-			fmt.Fprintf(os.Stderr, "bench: fairness: flow schemas %v, flood %v\n", schemas, flood)
+		floods := []string{"", "flood"}
+		if schemas {
+			floods = append(floods, "flood-log")
+		}
+		for _, flood := range floods {
+			fmt.Fprintf(os.Stderr, "bench: fairness: flow schemas %v, flood %q\n", schemas, flood)
 			res := measureFairness(ctx, clients, paths, flood)
 			if schemas {
-				calm[flood] = res["tenant"]
+				under[flood] = res["tenant"]
 			}
 			for _, who := range []string{"tenant", "driver", "flood"} {
 				r, ok := res[who]
@@ -93,13 +102,13 @@ func benchFairness(ctx context.Context, root string) ([]string, error) {
 					continue
 				}
 				label := map[string]string{"tenant": "other tenant's syncer", "driver": "DRA driver", "flood": "flooding tenant"}[who]
-				table = append(table, []string{label, onOff(schemas), onOff(flood), ms(r.percentile(50)), ms(r.percentile(99)),
-					fmt.Sprint(r.served), fmt.Sprint(r.rejected)})
+				table = append(table, []string{label, onOff(schemas), map[string]string{"": "off", "flood": "LISTs", "flood-log": "logs"}[flood],
+					ms(r.percentile(50)), ms(r.percentile(99)), fmt.Sprint(r.served), fmt.Sprint(r.rejected)})
 			}
 		}
 	}
 	for _, p := range []int{50, 99} {
-		before, during := calm[false].percentile(p), calm[true].percentile(p)
+		before, during := under[""].percentile(p), under["flood"].percentile(p)
 		if before == 0 || during == 0 {
 			continue
 		}
@@ -110,6 +119,12 @@ func benchFairness(ctx context.Context, root string) ([]string, error) {
 		}
 		verdicts = append(verdicts, fmt.Sprintf("other tenant's p%d under the flood, with the platform's flow schemas: %s against %s "+
 			"without it, x%.2f (target x%.0f): %s", p, ms(during), ms(before), ratio, fairnessTarget, verdict))
+	}
+	for _, p := range []int{50, 99} {
+		if before, during := under[""].percentile(p), under["flood-log"].percentile(p); before > 0 && during > 0 {
+			verdicts = append(verdicts, fmt.Sprintf("other tenant's p%d under a flood of log requests, which no priority level queues: "+
+				"%s against %s, x%.2f (not bounded: README, \"API fairness\")", p, ms(during), ms(before), during.Seconds()/before.Seconds()))
+		}
 	}
 	return append(append(lines, formatTable(table)...), verdicts...), nil
 }
@@ -222,8 +237,9 @@ func (l latencies) percentile(p int) time.Duration {
 	return s[(len(s)-1)*p/100]
 }
 
-// measureFairness runs the two measured clients in a loop for floodFor, with or without the flood alongside.
-func measureFairness(ctx context.Context, clients map[string]*loadClient, paths map[string]string, flood bool) map[string]latencies {
+// measureFairness runs the two measured clients in a loop for floodFor, beside the flood of the path named flood (none
+// when empty).
+func measureFairness(ctx context.Context, clients map[string]*loadClient, paths map[string]string, flood string) map[string]latencies {
 	ctx, cancel := context.WithTimeout(ctx, floodFor)
 	defer cancel()
 	var mu sync.Mutex
@@ -252,8 +268,8 @@ func measureFairness(ctx context.Context, clients map[string]*loadClient, paths 
 		wg.Add(1)
 		go run(who)
 	}
-	if flood {
-		served, rejected, err := floodFromChild(ctx, clients["flood"], paths["flood"])
+	if flood != "" {
+		served, rejected, err := floodFromChild(ctx, clients["flood"], paths[flood])
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench: fairness:", err)
 		}
