@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 )
@@ -308,14 +309,16 @@ func (a *auditor) grants(known map[string]bool) {
 // (pinned); what the sync checks then read is what the Secret says. It returns how many vCluster configs it found.
 func (a *auditor) vclusters() int {
 	n := 0
+	audited := map[string]bool{}
 	for i := range a.snap.VClusterConfigs {
 		s := &a.snap.VClusterConfigs[i]
 		tenant, ok := a.tenants[s.Namespace]
 		release, isConfig := strings.CutPrefix(s.Name, ConfigSecretPrefix)
-		if !ok || !isConfig || s.Labels[vclusterAppLabel] != vclusterApp {
+		if !ok || !isConfig || !a.chartsOwn(s.ObjectMeta, tenant, release) {
 			continue
 		}
 		n++
+		audited[s.Namespace+"/"+release] = true
 		ref := ObjectRef{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}
 		values, err := decodeConfig(s)
 		if err != nil {
@@ -343,7 +346,20 @@ func (a *auditor) vclusters() int {
 					release, describeSelector(selector), key), fix})
 		}
 	}
+	// A tenant's own vCluster whose config is not there: its control plane runs a config no one can check.
+	for _, st := range a.snap.VClusterStatefulSets {
+		if tenant, ok := a.tenants[st.Namespace]; ok && st.Name == tenant && !audited[st.Namespace+"/"+tenant] {
+			a.add(Finding{CheckVClusterConfigUnreadable, tenant, ObjectRef{Kind: "Secret", Namespace: st.Namespace, Name: ConfigSecretPrefix + tenant},
+				fmt.Sprintf("vCluster %s runs, but its config Secret is not there, so its DeviceClass sync is unchecked", tenant), fixPulumi})
+		}
+	}
 	return n
+}
+
+// chartsOwn says whether an object is the vCluster chart's: its label says so, or it is the tenant's own release,
+// read by name, whose label the tenant's syncer may have taken off.
+func (a *auditor) chartsOwn(m metav1.ObjectMeta, tenant, release string) bool {
+	return m.Labels[vclusterAppLabel] == vclusterApp || release == tenant
 }
 
 // pinned checks that a vCluster's config is the one its control plane was rendered with: the chart renders the
@@ -380,7 +396,7 @@ func (a *auditor) pinned(s *corev1.Secret, tenant, release string, values map[st
 // statefulSet is the vCluster chart's StatefulSet of release in namespace, or nil.
 func (a *auditor) statefulSet(namespace, release string) *appsv1.StatefulSet {
 	for i := range a.snap.VClusterStatefulSets {
-		if st := &a.snap.VClusterStatefulSets[i]; st.Namespace == namespace && st.Name == release && st.Labels[vclusterAppLabel] == vclusterApp {
+		if st := &a.snap.VClusterStatefulSets[i]; st.Namespace == namespace && st.Name == release && a.chartsOwn(st.ObjectMeta, a.tenants[namespace], release) {
 			return st
 		}
 	}

@@ -233,6 +233,23 @@ func TestAuditFindings(t *testing.T) {
 			want: []found{{CheckVClusterConfigTampered, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
 		},
 		{
+			name: "a vCluster config rewritten, the chart's label taken off it and its StatefulSet",
+			modify: func(t *testing.T, s *Snapshot) {
+				c := &s.VClusterConfigs[0]
+				c.Data[ConfigSecretKey] = append([]byte("# edited\n"), c.Data[ConfigSecretKey]...)
+				delete(c.Labels, vclusterAppLabel)
+				delete(s.VClusterStatefulSets[0].Labels, vclusterAppLabel)
+			},
+			want: []found{{CheckVClusterConfigTampered, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
+		},
+		{
+			name: "a running vCluster whose config Secret is not there",
+			modify: func(t *testing.T, s *Snapshot) {
+				s.VClusterConfigs = s.VClusterConfigs[1:]
+			},
+			want: []found{{CheckVClusterConfigUnreadable, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
+		},
+		{
 			name: "a vCluster config that is not YAML",
 			modify: func(t *testing.T, s *Snapshot) {
 				s.VClusterConfigs[0].Data[ConfigSecretKey] = []byte("sync: [fromHost")

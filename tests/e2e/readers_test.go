@@ -133,8 +133,10 @@ func checkPlatformReadsTenantWords(t *testing.T, ctx context.Context) {
 		delete(classes, "selector")
 		raw, err := yaml.Marshal(config)
 		require.NoError(t, err)
-		// Written as the chart writes it, so only the hash tells it apart.
+		// Written as the chart writes it, so only the hash tells it apart; and the chart's label taken off, so a reader
+		// that finds vCluster configs by that label would not see it.
 		own.Data[vcluster.ConfigSecretKey] = bytes.TrimSuffix(raw, []byte("\n"))
+		delete(own.Labels, "app")
 		_, err = legalSyncer.CoreV1().Secrets(legalNS).Update(ctx, own, metav1.UpdateOptions{})
 		require.NoError(t, err, "the syncer may rewrite its config")
 		t.Cleanup(func() {
@@ -142,6 +144,7 @@ func checkPlatformReadsTenantWords(t *testing.T, ctx context.Context) {
 			s, err := client.CoreV1().Secrets(legalNS).Get(bg, name, metav1.GetOptions{})
 			if assert.NoError(t, err) {
 				s.Data[vcluster.ConfigSecretKey] = original
+				s.Labels["app"] = "vcluster"
 				_, err = client.CoreV1().Secrets(legalNS).Update(bg, s, metav1.UpdateOptions{})
 				assert.NoError(t, err, "restoring %s", name)
 			}

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -74,7 +78,44 @@ func (l *Loader) Load(ctx context.Context, need gpureport.Need) (*gpureport.Snap
 			return nil, err
 		}
 	}
+	if need.Has(gpureport.NeedVClusterConfigs | gpureport.NeedNamespaces) {
+		if err := l.tenantVClusters(ctx, s); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// tenantVClusters reads each tenant's own vCluster config Secret and StatefulSet by name, which the lists by the
+// chart's label miss once the tenant takes the label off: its syncer may write both (docs/threat-model.md, "What the
+// platform reads"), but not their names, nor its namespace's tenant label.
+func (l *Loader) tenantVClusters(ctx context.Context, s *gpureport.Snapshot) error {
+	for _, ns := range s.Namespaces {
+		tenant := ns.Labels[naming.TenantNamespaceLabel]
+		if tenant == "" || (l.Namespace != "" && ns.Name != l.Namespace) {
+			continue
+		}
+		if !slices.ContainsFunc(s.VClusterStatefulSets, func(st appsv1.StatefulSet) bool { return st.Namespace == ns.Name && st.Name == tenant }) {
+			st, err := l.Client.AppsV1().StatefulSets(ns.Name).Get(ctx, tenant, metav1.GetOptions{})
+			switch {
+			case err == nil:
+				s.VClusterStatefulSets = append(s.VClusterStatefulSets, *st)
+			case !apierrors.IsNotFound(err):
+				return fmt.Errorf("reading StatefulSet %s/%s: %w", ns.Name, tenant, err)
+			}
+		}
+		name := gpureport.ConfigSecretPrefix + tenant
+		if !slices.ContainsFunc(s.VClusterConfigs, func(c corev1.Secret) bool { return c.Namespace == ns.Name && c.Name == name }) {
+			secret, err := l.Client.CoreV1().Secrets(ns.Name).Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case err == nil:
+				s.VClusterConfigs = append(s.VClusterConfigs, *secret)
+			case !apierrors.IsNotFound(err):
+				return fmt.Errorf("reading Secret %s/%s: %w", ns.Name, name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // list is the listing that fills into with every object of a typed List call (a clientset's List method).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/gpureport"
 )
 
@@ -165,4 +167,20 @@ func TestProgressIsSilentWithoutATerminal(t *testing.T) {
 	st, err := f.Stat()
 	require.NoError(t, err)
 	assert.Zero(t, st.Size())
+}
+
+// A tenant's own vCluster config and StatefulSet are read by name too: the tenant's syncer may take the chart's label
+// off them, not rename them.
+func TestLoadReadsATenantsOwnVClusterByName(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "vcluster-legal-ai", Labels: map[string]string{naming.TenantNamespaceLabel: "legal-ai"}}}
+	config := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: gpureport.ConfigSecretPrefix + "legal-ai", Namespace: ns.Name}}
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: gpureport.ConfigSecretPrefix + "copy", Namespace: ns.Name}}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "legal-ai", Namespace: ns.Name}}
+	cs := fake.NewClientset(ns, config, other, sts)
+	s, err := (&Loader{Client: cs}).Load(context.Background(), gpureport.AuditNeeds)
+	require.NoError(t, err)
+	require.Len(t, s.VClusterConfigs, 1, "the tenant's own, not another Secret without the label")
+	assert.Equal(t, config.Name, s.VClusterConfigs[0].Name)
+	require.Len(t, s.VClusterStatefulSets, 1)
+	assert.Equal(t, sts.Name, s.VClusterStatefulSets[0].Name)
 }
