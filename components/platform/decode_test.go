@@ -332,6 +332,8 @@ func badConfigs() []badConfig {
 		}, nil, "gpu-tenancy:tenants[0].name", "more than 54"},
 		{"tenant name not a DNS label", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["name"] = "Legal.AI" }, nil,
 			"gpu-tenancy:tenants[0].name", "RFC 1123"},
+		{"tenant name with vCluster's name join", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["name"] = "a-x-b" }, nil,
+			"gpu-tenancy:tenants[0].name", "may not contain -x-"},
 		{"tenant in the vCluster Platform's namespace", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["name"] = "platform" }, nil,
 			"gpu-tenancy:tenants[0].name", "its namespace vcluster-platform is one of the platform's own"},
 		{"tenant in a platform namespace of the stack's", goodGKE, func(tc testConfig) {

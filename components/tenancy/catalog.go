@@ -271,12 +271,12 @@ func tenantsOf(grants map[string][]string, class string) []string {
 	return out
 }
 
-// NewCatalog creates the DeviceClasses, the cluster-wide guards and the tenants' API priority level: claims of GPU
+// NewCatalog creates the DeviceClasses, the cluster-wide guards and the platform controllers' flow schema: claims of GPU
 // classes only in tenant host namespaces, the tenant label only on those, claim status written only by the scheduler
 // and the resource-claim controller, and in tenant namespaces no path to a GPU outside DRA, pods placed by the
 // scheduler within the taints and priorities the platform allows, no device released while a container may hold it,
 // and no Service capturing others' traffic; each tenant's claims only of the classes its namespace's labels grant.
-// Each tenant (NewTenant) adds its own flow schema.
+// Each tenant (NewTenant) adds its own flow schema and priority level.
 func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pulumi.ResourceOption) (*Catalog, error) {
 	if args == nil {
 		return nil, errors.New("creating GPU catalog: args are required")

@@ -49,15 +49,16 @@ const probesFlowSchema = "probes"
 // finishQueueSetReconfigsLocked), so 3 of a default API server's 600 (--max-requests-inflight 400 +
 // --max-mutating-requests-inflight 200 over the bootstrap levels' 245 shares) up to about 55 tenants, 2 up to about
 // 355, then 1. A level's seats bound how much of the API server's CPU a burst in it can take, and a level of its own
-// means no other tenant's request waits for a seat behind that burst: with one level shared by every tenant, a
-// measured flood made the other tenants wait for its seats and left them slower than with no flow schema at all
-// (README, "API fairness"). It lends half its seats while idle (the API server lends them to busy levels and gives
-// them back as this level's demand returns, apf_controller.go updateBorrowingLocked), keeping 1 however busy the
-// others, and borrows nothing, so a burst stays inside it. One flow per level needs one queue; a burst of more than
-// the level's seats and 128 waiting requests is answered 429. The shares are relative, so each tenant's level takes a
+// means no other tenant's request waits for a seat behind that burst: with one level shared by every tenant, a measured
+// flood made the other tenants wait for its seats and left them slower than with no flow schema at all (README, "API
+// fairness"). It lends just under half its seats while idle (the API server lends them to busy levels and gives them
+// back as this level's demand returns, apf_controller.go updateBorrowingLocked): 49%, since the lent seats are rounded
+// (finishQueueSetReconfigsLocked), so a level of 1 seat lends none and every level keeps at least 1 however busy the
+// others. It borrows nothing, so a burst stays inside it. One flow per level needs one queue; a burst of more than the
+// level's seats and 128 waiting requests is answered 429. The shares are relative, so each tenant's level takes a
 // little from the bootstrap levels: with 100 tenants they keep 245/345 of their seats, and borrow back what idle
 // tenants lend.
-var tenantLevel = struct{ shares, lendable, borrowing, queues, handSize, queueLength int }{1, 50, 0, 1, 1, 128}
+var tenantLevel = struct{ shares, lendable, borrowing, queues, handSize, queueLength int }{1, 49, 0, 1, 1, 128}
 
 // everyRequestOf matches every request of the subjects.
 func everyRequestOf(subjects flowcontrolv1.SubjectArray) flowcontrolv1.PolicyRulesWithSubjectsArrayInput {

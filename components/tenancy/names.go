@@ -22,10 +22,21 @@ const (
 	MaxClassName  = 63
 )
 
-// ValidateTenantName checks a tenant name against what the names derived from it allow.
+// ValidateTenantName checks a tenant name against what the names derived from it allow. vCluster joins the parts of a
+// host object's name with -x- (vcluster-<class>-x-<namespace>-x-<tenant> for a PriorityClass: loft-sh/vcluster v0.36.1
+// pkg/util/translate/single_namespace.go), so a tenant whose name holds -x- could write names that are another
+// tenant's.
 func ValidateTenantName(path *field.Path, name string) field.ErrorList {
-	return fieldcheck.DNSLabel(path, name, MaxTenantName)
+	errs := fieldcheck.DNSLabel(path, name, MaxTenantName)
+	if strings.Contains(name, vclusterNameJoin) {
+		errs = append(errs, field.Invalid(path, name, "may not contain "+vclusterNameJoin+", with which vCluster joins the parts of "+
+			"the names it writes on the host, so that a tenant's names cannot pass for another's"))
+	}
+	return errs
 }
+
+// vclusterNameJoin is what vCluster puts between the parts of a host object's name.
+const vclusterNameJoin = "-x-"
 
 // ValidateClassName checks a GPU class name. Names under nvidia.com are the NVIDIA DRA driver's own classes, which
 // select every GPU: the catalog must never shadow or re-grant them.

@@ -327,14 +327,15 @@ func podPlacementPolicy(tolerableTaints, priorityClasses, schedulers []string, m
 //
 // And its size: PriorityClasses are cluster-scoped, so no quota counts them, and they stay until deleted. The API
 // server bounds neither the description nor the metadata beyond etcd's request size, so a class of a megabyte was
-// admitted. Nor the managed fields: the API server keeps the managedFields a client sends (k8s.io/apimachinery
-// v0.34.4 pkg/util/managedfields/internal/fieldmanager.go Update, "to allow directly updating managed fields"), and a
-// class with 340 KB of made-up label paths in them was stored on the API server. So a class's managed fields may name
-// only a PriorityClass's own fields, and its label and annotation paths no more characters than its labels and
-// annotations may hold; vCluster sets no finalizer or owner reference on a cluster-scoped copy
-// (pkg/util/translate/translate.go CopyObjectWithName), so none is allowed. vCluster copies the virtual class's description, labels and annotations (kubectl's
-// last-applied-configuration among them, which holds the description again) and adds its own few annotations: the
-// bounds leave room for all of that with a description of MaxPriorityClassDescription characters.
+// admitted. Nor the managed fields: the API server keeps the managedFields a client sends (k8s.io/apimachinery v0.34.4
+// pkg/util/managedfields/internal/fieldmanager.go Update, "to allow directly updating managed fields"), and a class
+// with 340 KB of made-up label paths in them was stored on the API server. So a class's managed fields may name only a
+// PriorityClass's own fields and the labels and annotations it has (the API server takes a removed field out of every
+// manager's set: sigs.k8s.io/structured-merge-diff/v6 v6.3.3 merge/update.go), of at most MaxManagers managers;
+// vCluster sets no finalizer or owner reference on a cluster-scoped copy (pkg/util/translate/translate.go
+// CopyObjectWithName), so none is allowed. vCluster copies the virtual class's description, labels and annotations
+// (kubectl's last-applied-configuration among them, which holds the description again) and adds its own few
+// annotations: the bounds leave room for all of that with a description of MaxPriorityClassDescription characters.
 func priorityClassPolicy(maxPriority int, controllerNamespaces []string) admissionPolicy {
 	// vCluster labels a cluster-scoped host object with vcluster-<tenant>-x-<tenant>, cut to 52 characters and a hash
 	// past 63 (loft-sh/vcluster v0.36.1 pkg/util/translate/single_namespace.go MarkerLabelCluster, translate.go
@@ -374,24 +375,28 @@ func priorityClassPolicy(maxPriority int, controllerNamespaces []string) admissi
 				expression: `request.operation == 'DELETE' || (size(object.metadata.?finalizers.orValue([])) == 0 &&
 	size(object.metadata.?ownerReferences.orValue([])) == 0 && size(object.metadata.?managedFields.orValue([])) <= $MAX_MANAGERS &&
 	object.metadata.?managedFields.orValue([]).all(m, [m.?manager.orValue(''), m.?apiVersion.orValue(''), m.?subresource.orValue('')]
-	.all(f, size(f) <= $MAX_FIELD) && (!has(m.fieldsV1) || m.fieldsV1.all(k, k in $CLASS_FIELDS && (k != 'f:metadata' ?
-	size(m.fieldsV1[k]) == 0 : m.fieldsV1[k].all(j, j in $METADATA_FIELDS && m.fieldsV1[k][j].all(l, size(m.fieldsV1[k][j][l]) == 0) &&
-	m.fieldsV1[k][j].map(l, size(l)).sum() <= $MAX_METADATA))))))`,
+	.all(f, size(f) <= $MAX_FIELD) && (!has(m.fieldsV1) || dyn(m.fieldsV1).all(k, k in $CLASS_FIELDS && (k != 'f:metadata' ?
+	size(dyn(m.fieldsV1)[k]) == 0 : dyn(m.fieldsV1)[k].all(j, j in $METADATA_FIELDS && dyn(m.fieldsV1)[k][j].all(l, size(dyn(m.fieldsV1)[k][j][l]) == 0 &&
+	(l == '.' || (l.startsWith('f:') && l.substring(2) in
+	(j == 'f:labels' ? object.metadata.?labels.orValue({}) : object.metadata.?annotations.orValue({})))))))))))`,
 				message: `'tenant ' + variables.tenant + ': PriorityClass ' + object.metadata.name + ' may carry no finalizers or owner references, ' +
-	'and managed fields only of its own fields, at most ' + string($MAX_MANAGERS) + ' managers: no quota counts PriorityClasses'`,
+	'and managed fields only of the fields, labels and annotations it has, of at most ' + string($MAX_MANAGERS) +
+	' managers: no quota counts PriorityClasses'`,
 			},
 			{
 				expression: `request.operation == 'DELETE' || (size(object.?description.orValue('')) <= $MAX_DESCRIPTION &&
-	[object.metadata.?labels.orValue({}), object.metadata.?annotations.orValue({})].map(m, m.map(k, size(k) + size(m[k])).sum()).sum() <= $MAX_METADATA)`,
+	[object.metadata.?labels.orValue({}), object.metadata.?annotations.orValue({})].map(m, m.map(k, size(k) + size(m[k])).sum()).sum() <= $MAX_METADATA &&
+	size(object.metadata.?labels.orValue({})) + size(object.metadata.?annotations.orValue({})) <= $MAX_KEYS)`,
 				message: `'tenant ' + variables.tenant + ': PriorityClass ' + object.metadata.name + ' may have at most ' + string($MAX_DESCRIPTION) +
-	' characters of description and ' + string($MAX_METADATA) + ' of labels and annotations: no quota counts PriorityClasses'`,
+	' characters of description and ' + string($MAX_METADATA) + ' of labels and annotations, ' + string($MAX_KEYS) +
+	' of them at most: no quota counts PriorityClasses'`,
 			},
 		},
 		literals: map[string]string{
 			"MANAGED_BY": celString(VClusterManagedByLabel), "MAX_PRIORITY": fmt.Sprint(maxPriority),
 			"OBJECT_NAME": celString(vclusterObjectNameAnnotation), "MAX_DESCRIPTION": fmt.Sprint(MaxPriorityClassDescription),
 			"MAX_METADATA": fmt.Sprint(MaxPriorityClassMetadata),
-			"MAX_MANAGERS": fmt.Sprint(maxPriorityClassManagers), "MAX_FIELD": fmt.Sprint(maxQualifiedName),
+			"MAX_MANAGERS": fmt.Sprint(MaxManagers), "MAX_FIELD": fmt.Sprint(maxQualifiedName), "MAX_KEYS": fmt.Sprint(MaxPriorityClassKeys),
 			"CLASS_FIELDS":     celList([]string{"f:metadata", "f:value", "f:description", "f:preemptionPolicy", "f:globalDefault"}),
 			"METADATA_FIELDS":  celList([]string{".", "f:labels", "f:annotations"}),
 			"NAMESPACE_PREFIX": celString(naming.NamespacePrefix), "PLATFORM_NAMESPACES": celList(controllerNamespaces),
@@ -404,13 +409,17 @@ const (
 	// MaxPriorityClassDescription is how long its description may be.
 	MaxPriorityClassDescription = 1024
 	// MaxPriorityClassMetadata is how many characters of labels and annotations, keys and values, it may carry: enough for
-	// vCluster's own annotations and for kubectl's last-applied-configuration of a class with the longest description.
-	MaxPriorityClassMetadata = 4096
+	// vCluster's own annotations and for kubectl's last-applied-configuration of a class with the longest description,
+	// which JSON may spell at up to six characters a character (\u003c for <).
+	MaxPriorityClassMetadata = 8192
+	// MaxPriorityClassKeys is how many labels and annotations it may carry in all, each of which its managed fields
+	// name again for every manager.
+	MaxPriorityClassKeys = 64
 )
 
-// maxPriorityClassManagers is how many managers may hold fields of a tenant's PriorityClass: vCluster's syncer, and a
-// few the operators' tools add.
-const maxPriorityClassManagers = 4
+// MaxManagers is how many managers may hold fields of a tenant's PriorityClass or event (their managed fields): the
+// writer, and a few the operators' tools add.
+const MaxManagers = 4
 
 // vclusterObjectNameAnnotation is where vCluster records the virtual name of the host object it writes
 // (loft-sh/vcluster v0.36.1 pkg/util/translate/types.go NameAnnotation).

@@ -510,22 +510,34 @@ func TestTenantsPriorityClassesStayInTheirBand(t *testing.T) {
 			withDescription(MaxPriorityClassDescription))},
 		{name: "a class of a megabyte of description", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
 			func(c *schedulingv1.PriorityClass) { c.Description = strings.Repeat("d", 1<<20) }),
-			wantDenied: []string{"may have at most 1024 characters of description and 4096 of labels and annotations"}},
+			wantDenied: []string{"may have at most 1024 characters of description and 8192 of labels and annotations"}},
 		{name: "a class with the managed fields the API server records for vCluster's write", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
-			withManagedFields(managedFields("vcluster", `{"f:description":{},"f:metadata":{"f:annotations":{".":{},"f:vcluster.loft.sh/object-name":{}},`+
+			withManagedFields(managedFields("scheduling.k8s.io/v1", "vcluster", `{"f:description":{},"f:metadata":{"f:annotations":{".":{},"f:vcluster.loft.sh/object-name":{}},`+
 				`"f:labels":{".":{},"f:vcluster.loft.sh/managed-by":{}}},"f:preemptionPolicy":{},"f:value":{}}`)))},
 		{name: "a class with managed fields of made-up label paths", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
-			withManagedFields(managedFields("vcluster", `{"f:metadata":{"f:labels":{`+madeUpPaths(2000)+`}}}`))),
-			wantDenied: []string{"managed fields only of its own fields"}},
+			withManagedFields(managedFields("scheduling.k8s.io/v1", "vcluster", `{"f:metadata":{"f:labels":{`+madeUpPaths(2000)+`}}}`))),
+			wantDenied: []string{"managed fields only of the fields, labels and annotations it has"}},
+		{name: "a class of many short labels, each named again in its managed fields", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
+			func(c *schedulingv1.PriorityClass) {
+				for i := range 100 {
+					c.Labels[fmt.Sprintf("l%d", i)] = ""
+				}
+			}), wantDenied: []string{"64 of them at most"}},
+		{name: "a class with managed fields of one label it does not have", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
+			withManagedFields(managedFields("scheduling.k8s.io/v1", "vcluster", `{"f:metadata":{"f:labels":{".":{},"f:vcluster.loft.sh/managed-by":{},"f:absent":{}}}}`))),
+			wantDenied: []string{"managed fields only of the fields, labels and annotations it has"}},
 		{name: "a class with managed fields below a label path", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
-			withManagedFields(managedFields("vcluster", `{"f:metadata":{"f:labels":{"f:a":{`+madeUpPaths(10)+`}}}}`))),
-			wantDenied: []string{"managed fields only of its own fields"}},
+			withManagedFields(managedFields("scheduling.k8s.io/v1", "vcluster", `{"f:metadata":{"f:labels":{"f:a":{`+madeUpPaths(10)+`}}}}`))),
+			wantDenied: []string{"managed fields only of the fields, labels and annotations it has"}},
 		{name: "a class with managed fields of fields it does not have", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
-			withManagedFields(managedFields("vcluster", `{"f:spec":{`+madeUpPaths(10)+`}}`))),
-			wantDenied: []string{"managed fields only of its own fields"}},
+			withManagedFields(managedFields("scheduling.k8s.io/v1", "vcluster", `{"f:spec":{`+madeUpPaths(10)+`}}`))),
+			wantDenied: []string{"managed fields only of the fields, labels and annotations it has"}},
 		{name: "a class with many managers", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
-			withManagedFields(managedFields("a", `{}`), managedFields("b", `{}`), managedFields("c", `{}`), managedFields("d", `{}`),
-				managedFields("e", `{}`))),
+			func(c *schedulingv1.PriorityClass) {
+				for _, m := range []string{"a", "b", "c", "d", "e"} {
+					c.ManagedFields = append(c.ManagedFields, managedFields("scheduling.k8s.io/v1", m, `{}`))
+				}
+			}),
 			wantDenied: []string{"at most 4 managers"}},
 		{name: "a class with a finalizer", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
 			func(c *schedulingv1.PriorityClass) { c.Finalizers = []string{"example.com/" + strings.Repeat("f", 60)} }),
@@ -537,7 +549,7 @@ func TestTenantsPriorityClassesStayInTheirBand(t *testing.T) {
 			wantDenied: []string{"may carry no finalizers or owner references"}},
 		{name: "a class of large annotations", obj: class("vcluster-batch-x-vcluster-team-a-x-team-a", teamA, 0,
 			func(c *schedulingv1.PriorityClass) { c.Annotations["filler"] = strings.Repeat("a", 200<<10) }),
-			wantDenied: []string{"4096 of labels and annotations"}},
+			wantDenied: []string{"8192 of labels and annotations"}},
 		{name: "another tenant's class taken over", obj: class("vcluster-batch-x-vcluster-team-b-x-team-b", teamA, 0, nil),
 			old: class("vcluster-batch-x-vcluster-team-b-x-team-b", "vcluster-team-b-x-team-b", 0, nil), wantDenied: []string{"its own vCluster"}},
 		{name: "another tenant's class deleted", old: class("vcluster-batch-x-vcluster-team-b-x-team-b", "vcluster-team-b-x-team-b", 0, nil),
@@ -642,17 +654,17 @@ func TestTenantEventsAreNoLargerThanTheEventsAPIAllows(t *testing.T) {
 		{"an event as Kubernetes' components write it", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR, obj: event(nil)}, nil},
 		{"an event with the managed fields the API server records", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
 			obj: event(func(e *corev1.Event) {
-				e.ManagedFields = []metav1.ManagedFieldsEntry{managedFields("vcluster", `{"f:count":{},"f:firstTimestamp":{},"f:involvedObject":{`+
+				e.ManagedFields = []metav1.ManagedFieldsEntry{managedFields("v1", "vcluster", `{"f:count":{},"f:firstTimestamp":{},"f:involvedObject":{`+
 					`"f:kind":{},"f:name":{},"f:namespace":{}},"f:message":{},"f:metadata":{"f:labels":{".":{},"f:app":{}},"f:ownerReferences":{".":{},`+
 					`"k:{\"uid\":\"u\"}":{".":{},"f:uid":{}}}},"f:reason":{},"f:source":{"f:component":{}},"f:type":{}}`)}
 			})}, nil},
 		{"an event with managed fields of made-up paths", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
 			obj: event(func(e *corev1.Event) {
-				e.ManagedFields = []metav1.ManagedFieldsEntry{managedFields("vcluster", `{"f:metadata":{"f:labels":{`+madeUpPaths(2000)+`}}}`)}
+				e.ManagedFields = []metav1.ManagedFieldsEntry{managedFields("v1", "vcluster", `{"f:metadata":{"f:labels":{`+madeUpPaths(2000)+`}}}`)}
 			})}, []string{"characters of field paths"}},
 		{"an event with managed fields deeper than an event's", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
 			obj: event(func(e *corev1.Event) {
-				e.ManagedFields = []metav1.ManagedFieldsEntry{managedFields("vcluster", `{"f:a":{"f:b":{"f:c":{"f:d":{`+madeUpPaths(3)+`}}}}}`)}
+				e.ManagedFields = []metav1.ManagedFieldsEntry{managedFields("v1", "vcluster", `{"f:a":{"f:b":{"f:c":{"f:d":{`+madeUpPaths(3)+`}}}}}`)}
 			})}, []string{"characters of field paths"}},
 		{"an event of the events API", request{namespace: tenantNS, gvk: eventsV1GVK, gvr: eventsV1GVR, obj: newEvent(nil)}, nil},
 		{"a message larger than a note may be", request{namespace: tenantNS, gvk: eventGVK, gvr: eventGVR,
@@ -745,8 +757,8 @@ var (
 )
 
 // managedFields is one manager's entry as the API server records it, with its fields as JSON.
-func managedFields(manager, fields string) metav1.ManagedFieldsEntry {
-	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "scheduling.k8s.io/v1",
+func managedFields(apiVersion, manager, fields string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: apiVersion,
 		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
 }
 

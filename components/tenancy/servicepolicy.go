@@ -84,20 +84,20 @@ var endpointsPolicy = admissionPolicy{
 // eventSizePolicy: an event a tenant identity writes in its namespace is no larger than the ones Kubernetes' own
 // components write. Through the core API without eventTime, an event skips the length checks of the events API
 // (kubernetes v1.34.4 pkg/apis/core/validation/events.go: the 1024-character note and the 128-character reason, action
-// and reporting instance are checked on the eventTime branch only), the generic checks of its metadata bound no
-// length but the labels' and annotations', the tenant's quota does not count events, and they stay for the API
-// server's event TTL (an hour by default): events of a megabyte each would fill etcd, whose quota, once hit, stops
-// every write of the cluster. So the note or message is held to 1024 characters; the reason, action and reporting
-// instance to 128, as the events API holds them; every other string of the event, its name and the object it regards
-// included, to the length of a qualified name (316); and its labels, annotations, owner references and finalizers to
-// MaxEventMetadata characters in all. Its managed fields too, which the API server keeps as a client sends them
-// (k8s.io/apimachinery v0.34.4 pkg/util/managedfields/internal/fieldmanager.go Update): at most MaxEventManagers
-// managers, each naming fields no deeper than an event's (a label under metadata, an owner reference's field) in at
-// most MaxEventManagedFields characters of field paths. The host's components write their events in tenant namespaces under
-// identities of their own, which this does not bound. vCluster copies the host's events into the virtual cluster and
-// none the other way (loft-sh/vcluster v0.36.1 pkg/controllers/resources/events/syncer.go); the events it writes on
-// the host are client-go's short ones, of leader election (pkg/leaderelection) and snapshot requests
-// (pkg/snapshot/controller.go), without labels or annotations.
+// and reporting instance are checked on the eventTime branch only), the generic checks of its metadata bound no length
+// but the labels' and annotations', the tenant's quota does not count events, and they stay for the API server's event
+// TTL (an hour by default): events of a megabyte each would fill etcd, whose quota, once hit, stops every write of the
+// cluster. So the note or message is held to 1024 characters; the reason, action and reporting instance to 128, as the
+// events API holds them; every other string of the event, its name and the object it regards included, to the length of
+// a qualified name (316); and its labels, annotations, owner references and finalizers to MaxEventMetadata characters
+// in all. Its managed fields too, which the API server keeps as a client sends them (k8s.io/apimachinery v0.34.4
+// pkg/util/managedfields/internal/fieldmanager.go Update): at most MaxManagers managers, naming fields no deeper than
+// an event's (a label under metadata, an owner reference's field) in at most MaxEventManagedFields characters of field
+// paths in all. The host's components write their events in tenant namespaces under identities of their own, which this
+// does not bound. vCluster copies the host's events into the virtual cluster and none the other way (loft-sh/vcluster
+// v0.36.1 pkg/controllers/resources/events/syncer.go); the events it writes on the host are client-go's short ones, of
+// leader election (pkg/leaderelection) and snapshot requests (pkg/snapshot/controller.go), without labels or
+// annotations.
 var eventSizePolicy = admissionPolicy{
 	name: EventSizePolicy,
 	rules: []admissionRule{
@@ -126,11 +126,11 @@ var eventSizePolicy = admissionPolicy{
 	}, {
 		expression: celManagedFieldsWithin("$MAX_MANAGERS", "$MAX_MANAGED_FIELDS"),
 		message: `'tenant ' + variables.tenant + ': event ' + object.metadata.name + ' may have at most ' + string($MAX_MANAGERS) +
-	' managers, naming fields no deeper than an event\'s in at most ' + string($MAX_MANAGED_FIELDS) + ' characters of field paths'`,
+	' managers, naming fields no deeper than an event\'s in at most ' + string($MAX_MANAGED_FIELDS) + ' characters of field paths in all'`,
 	}},
 	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "MAX_TEXT": fmt.Sprint(maxEventNote),
 		"MAX_SHORT": fmt.Sprint(maxEventField), "MAX_LONG": fmt.Sprint(maxQualifiedName), "MAX_METADATA": fmt.Sprint(MaxEventMetadata),
-		"MAX_MANAGERS": fmt.Sprint(MaxEventManagers), "MAX_MANAGED_FIELDS": fmt.Sprint(MaxEventManagedFields)},
+		"MAX_MANAGERS": fmt.Sprint(MaxManagers), "MAX_MANAGED_FIELDS": fmt.Sprint(MaxEventManagedFields)},
 }
 
 // longEventFields are the string fields of an event in either API, as optional paths below the object, that the
@@ -168,22 +168,20 @@ const (
 	// MaxEventMetadata is how many characters of labels, annotations, owner references and finalizers, keys and values
 	// together, a tenant event may carry.
 	MaxEventMetadata = 1024
-	// MaxEventManagers is how many managers a tenant event's managed fields may name.
-	MaxEventManagers = 4
-	// MaxEventManagedFields is how many characters of field paths each may name: an event's own fields, and its labels'
-	// and annotations' keys within MaxEventMetadata.
+	// MaxEventManagedFields is how many characters of field paths a tenant event's managers may name in all: an event's
+	// own fields, and its labels' and annotations' keys within MaxEventMetadata.
 	MaxEventManagedFields = 4096
 )
 
-// celManagedFieldsWithin is true when the object has at most maxManagers managers in its managed fields, each naming
-// field paths at most four deep (metadata, labels, a label; or metadata, owner references, one of them, its field)
-// whose names add up to at most maxChars characters. Every manager's fields are a tree of JSON objects whose leaves
-// are empty (k8s.io/apimachinery pkg/apis/meta/v1 FieldsV1), which CEL can walk to a fixed depth only: a deeper path
-// is refused.
+// celManagedFieldsWithin is true when the object has at most maxManagers managers in its managed fields, naming field
+// paths at most four deep (metadata, labels, a label; or metadata, owner references, one of them, its field) whose
+// names add up to at most maxChars characters in all. Every manager's fields are a tree of JSON objects whose leaves
+// are empty (k8s.io/apimachinery pkg/apis/meta/v1 FieldsV1), which CEL can walk to a fixed depth only: a deeper path is
+// refused. Its schema types it as an object without fields, so it is read as dyn.
 func celManagedFieldsWithin(maxManagers, maxChars string) string {
 	return `size(object.metadata.?managedFields.orValue([])) <= ` + maxManagers + ` &&
-	object.metadata.?managedFields.orValue([]).all(m, !has(m.fieldsV1) || (
-	m.fieldsV1.all(a, m.fieldsV1[a].all(b, m.fieldsV1[a][b].all(c, m.fieldsV1[a][b][c].all(d, size(m.fieldsV1[a][b][c][d]) == 0)))) &&
-	m.fieldsV1.map(a, size(a) + m.fieldsV1[a].map(b, size(b) + m.fieldsV1[a][b].map(c, size(c) +
-	m.fieldsV1[a][b][c].map(d, size(d)).sum()).sum()).sum()).sum() <= ` + maxChars + `))`
+	object.metadata.?managedFields.orValue([]).all(m, !has(m.fieldsV1) ||
+	dyn(m.fieldsV1).all(a, dyn(m.fieldsV1)[a].all(b, dyn(m.fieldsV1)[a][b].all(c, dyn(m.fieldsV1)[a][b][c].all(d, size(dyn(m.fieldsV1)[a][b][c][d]) == 0))))) &&
+	object.metadata.?managedFields.orValue([]).map(m, !has(m.fieldsV1) ? 0 : dyn(m.fieldsV1).map(a, size(a) + dyn(m.fieldsV1)[a].map(b, size(b) +
+	dyn(m.fieldsV1)[a][b].map(c, size(c) + dyn(m.fieldsV1)[a][b][c].map(d, size(d)).sum()).sum()).sum()).sum()).sum() <= ` + maxChars
 }

@@ -7,14 +7,15 @@ import "github.com/gpu-tenancy/gpu-tenancy/components/naming"
 // storage class provisions. vCluster copies both fields to the host untranslated while PersistentVolume sync is off
 // (loft-sh/vcluster v0.36.1 pkg/controllers/resources/persistentvolumeclaims/translate.go), and the syncer may create
 // host claims itself. So does storageClassName "" (no class): such a claim is never provisioned, only bound to an
-// existing volume without a class (kubernetes v1.34.4 pkg/controller/volume/persistentvolume/pv_controller.go), and
-// so does the empty class given by its annotation (betaStorageClassAnnotation). So does a claim of no class at all where
+// existing volume without a class (kubernetes v1.34.4 pkg/controller/volume/persistentvolume/pv_controller.go), and so
+// does the empty class given by its annotation (betaStorageClassAnnotation). So does a claim of no class at all where
 // the cluster has no default class: the DefaultStorageClass admission plugin, which runs before this policy, leaves it
 // without one, and the controller binds it to a volume without a class before it looks for a default class to give it
 // (pv_controller.go syncUnboundClaim, findBestMatchForClaim before assignDefaultStorageClass). Where there is a default
-// class, the plugin has filled it in by the time this policy reads the claim. Refused at creation, and a tenant identity may not set volumeName, the class or its annotation later either
-// (an unbound claim's volumeName may be set by update, which the persistent-volume controller does under its own
-// identity; a nil class may be set once, where no default class filled it).
+// class, the plugin has filled it in by the time this policy reads the claim. Refused at creation, and a tenant
+// identity may not set volumeName, the class or its annotation later either (an unbound claim's volumeName may be set
+// by update, which the persistent-volume controller does under its own identity; a nil class may be set once, where no
+// default class filled it).
 var volumeClaimPolicy = admissionPolicy{
 	name:  VolumeClaimPolicy,
 	rules: []admissionRule{{group: "", resources: []string{"persistentvolumeclaims"}, operations: createUpdate}},

@@ -16,6 +16,9 @@ func TestDroppedResources(t *testing.T) {
 	sharedLevel := stateResource{URN: prefix + levelType + "::gpu-catalog-tenants-priority-level", Type: levelType, Protect: true}
 	tenantLevel := stateResource{URN: "urn:pulumi:dev::gpu-tenancy::gpu-tenancy:tenancy:Tenant$" + levelType + "::tenant-a-priority-level",
 		Type: levelType, Protect: true}
+	// A tenant named gpu-catalog-tenants has a level of that resource name, under its own component.
+	tenantNamedLikeIt := stateResource{URN: "urn:pulumi:dev::gpu-tenancy::gpu-tenancy:tenancy:Tenant$" + levelType +
+		"::gpu-catalog-tenants-priority-level", Type: levelType, Protect: true}
 	unprotected := sharedLevel
 	unprotected.Protect = false
 	for _, tc := range []struct {
@@ -27,6 +30,7 @@ func TestDroppedResources(t *testing.T) {
 		{"a class the config dropped is dropped", []stateResource{kept, droppedClass}, []stateResource{droppedClass}},
 		{"the level every tenant shared is retired", []stateResource{sharedLevel}, []stateResource{sharedLevel}},
 		{"a tenant's own level is kept", []stateResource{tenantLevel}, nil},
+		{"the level of a tenant named like the retired one is kept", []stateResource{tenantNamedLikeIt}, nil},
 		{"an unprotected resource needs nothing", []stateResource{unprotected}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -152,6 +152,9 @@ func (s *Stack) Name() string { return s.opts.Stack }
 // deviceClassType is the type token of a catalog class's DeviceClass, which the catalog names <catalog>-<class>.
 const deviceClassType = "kubernetes:resource.k8s.io/v1:DeviceClass"
 
+// catalogType is the catalog's component type; its children's URNs carry it before their own type.
+const catalogType = "gpu-tenancy:tenancy:Catalog"
+
 // retiredCatalogObjects are, by type token and resource name, what an earlier version's catalog created and this one
 // no longer declares: the protection the catalog gave them would fail the up that deletes them.
 var retiredCatalogObjects = map[string]string{
@@ -186,7 +189,7 @@ func droppedResources(res []stateResource, classNames []string) []stateResource 
 			if !slices.ContainsFunc(classNames, func(class string) bool { return name == platform.CatalogName+"-"+class }) {
 				dropped = append(dropped, r)
 			}
-		case retiredCatalogObjects[r.Type] == name:
+		case retiredCatalogObjects[r.Type] == name && strings.Contains(r.URN, "::"+catalogType+"$"):
 			dropped = append(dropped, r)
 		}
 	}

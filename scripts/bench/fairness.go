@@ -26,9 +26,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// The load of the fairness part, as the issue that sized the tenants' level measured it: 64 concurrent LISTs for 20 s
-// with one tenant's syncer token, against an API server with its default concurrency (600 seats), on a control plane
-// of its own.
+// The load of the fairness part: 64 concurrent requests for 20 s with one tenant's syncer token, against an API
+// server with its default concurrency (600 seats), on a control plane of its own.
 const (
 	floodClients = 64
 	floodFor     = 20 * time.Second

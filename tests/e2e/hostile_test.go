@@ -131,23 +131,31 @@ func madeUpManagedFields(apiVersion string) []metav1.ManagedFieldsEntry {
 // vClusters never start, so it is first written as vCluster would.
 func deleteKubeconfigSecret(tenant string) func(context.Context, kubernetes.Interface, string) error {
 	return func(ctx context.Context, as kubernetes.Interface, ns string) error {
-		if err := ensureKubeconfigSecret(ctx, tenant, ns); err != nil {
+		done, err := withKubeconfigSecret(ctx, tenant, ns)
+		if err != nil {
 			return err
 		}
+		defer done()
 		return as.CoreV1().Secrets(ns).Delete(ctx, naming.KubeconfigSecretPrefix+tenant, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 	}
 }
 
-// ensureKubeconfigSecret writes the tenant's kubeconfig Secret as vCluster does, unless it is there.
-func ensureKubeconfigSecret(ctx context.Context, tenant, ns string) error {
+// withKubeconfigSecret writes the tenant's kubeconfig Secret as vCluster does, unless it is there, and returns what
+// removes it again if it was not.
+func withKubeconfigSecret(ctx context.Context, tenant, ns string) (func(), error) {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: naming.KubeconfigSecretPrefix + tenant, Namespace: ns,
 		Labels: map[string]string{"vcluster.loft.sh/created-by": "vcluster", "vcluster-name": tenant}},
 		Data: map[string][]byte{"config": []byte("apiVersion: v1\nkind: Config\n")}}
 	_, err := client.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return nil
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return func() {}, nil
+	case err != nil:
+		return nil, err
 	}
-	return err
+	return func() {
+		_ = client.CoreV1().Secrets(ns).Delete(context.Background(), secret.Name, metav1.DeleteOptions{})
+	}, nil
 }
 
 // withoutDefaultStorageClass runs try while the cluster has no default StorageClass, as an existing cluster may not: it
@@ -279,7 +287,7 @@ func attacksOn(tenant, class string) []attack {
 			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Description = strings.Repeat("d", 1<<20) })},
 		{"a PriorityClass of large annotations", tenancy.PriorityClassPolicy, "of labels and annotations",
 			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Annotations["filler"] = strings.Repeat("a", 200<<10) })},
-		{"a PriorityClass of 300 KB of made-up managed fields, which the API server keeps", tenancy.PriorityClassPolicy, "managed fields only of its own fields",
+		{"a PriorityClass of 300 KB of made-up managed fields, which the API server keeps", tenancy.PriorityClassPolicy, "managed fields only of the fields, labels and annotations it has",
 			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.ManagedFields = madeUpManagedFields("scheduling.k8s.io/v1") })},
 		{"a PriorityClass kept by a finalizer", tenancy.PriorityClassPolicy, "may carry no finalizers",
 			createPriorityClass(tenant, func(pc *schedulingv1.PriorityClass) { pc.Finalizers = []string{"example.com/keep"} })},

@@ -363,9 +363,11 @@ func legitimateFor(class string) []legitimate {
 			}},
 		{"vCluster rewrites its kubeconfig Secret", "vc:pkg/util/kubeconfig/kubeconfig.go WriteKubeConfig",
 			func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {
-				if err := ensureKubeconfigSecret(ctx, tenant, ns); err != nil {
+				done, err := withKubeconfigSecret(ctx, tenant, ns)
+				if err != nil {
 					return err
 				}
+				defer done()
 				secret, err := as.CoreV1().Secrets(ns).Get(ctx, naming.KubeconfigSecretPrefix+tenant, metav1.GetOptions{})
 				if err != nil {
 					return err

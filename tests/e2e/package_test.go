@@ -260,6 +260,9 @@ func TestMisspeltKeyFailsTheProgram(t *testing.T) {
 	assert.Equal(t, before, snapshot(t, ctx))
 }
 
+// retiredTenantsLevel is the priority level every tenant shared before each had its own.
+const retiredTenantsLevel = "gpu-tenancy-tenants"
+
 // prePlatformCommit is the last commit whose program registered the cluster, driver, catalog and tenants at the top
 // level, before they became children of the Platform component.
 const prePlatformCommit = "8c9b13cb472f482619ce56d06e02700e2047ba10"
@@ -322,8 +325,11 @@ func TestUpgradeFromBeforeThePlatformComponentKeepsEveryObjectAndGuard(t *testin
 		switch op, typ, _ := strings.Cut(step, " "); op {
 		case "create", "update":
 		case "delete":
+			// And the one priority level every tenant shared, which each tenant's own replaces (README, "API fairness").
 			assert.Contains(t, []string{"kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
-				"kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"}, typ, "the upgrade deletes only the per-tenant entitlement policies")
+				"kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+				"kubernetes:flowcontrol.apiserver.k8s.io/v1:PriorityLevelConfiguration"}, typ,
+				"the upgrade deletes only the per-tenant entitlement policies and the tenants' shared priority level")
 		case "replace", "create-replacement", "delete-replaced":
 			// The vCluster's config Secret (vc-config-<tenant>) holds its values, which changed since (priority classes
 			// synced, no per-node Services); the kubernetes provider replaces a Secret whose data changes, and the
@@ -367,6 +373,10 @@ func TestUpgradeFromBeforeThePlatformComponentKeepsEveryObjectAndGuard(t *testin
 	for key, uid := range created {
 		if strings.Contains(key, "/"+naming.LegacyEntitlementPolicyPrefix) {
 			assert.NotContains(t, after, key, "the per-tenant entitlement policy is gone")
+			continue
+		}
+		if key == "prioritylevelconfigurations/"+retiredTenantsLevel {
+			assert.NotContains(t, after, key, "the shared level is gone, each tenant's own in its place")
 			continue
 		}
 		assert.Equal(t, uid, after[key], "%s is still the one the old program created", key)

@@ -165,8 +165,9 @@ func checkSyncerRights(t *testing.T, ctx context.Context) {
 }
 
 // checkFlowSchemas: API Priority and Fairness classifies each tenant's service accounts, whichever token it mints, as
-// one flow of a level of the tenant's own, and the DRA driver's ahead of them; read from the API server's own response headers
-// (k8s.io/api flowcontrol/v1 ResponseHeaderMatchedFlowSchemaUID, ResponseHeaderMatchedPriorityLevelConfigurationUID).
+// one flow of a level of the tenant's own, and the DRA driver's ahead of them; read from the API server's own response
+// headers (k8s.io/api flowcontrol/v1 ResponseHeaderMatchedFlowSchemaUID,
+// ResponseHeaderMatchedPriorityLevelConfigurationUID).
 func checkFlowSchemas(t *testing.T, ctx context.Context) {
 	fs := client.FlowcontrolV1().FlowSchemas()
 	levels := client.FlowcontrolV1().PriorityLevelConfigurations()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -88,35 +89,76 @@ func (l *Loader) Load(ctx context.Context, need gpureport.Need) (*gpureport.Snap
 
 // tenantVClusters reads each tenant's own vCluster config Secret and StatefulSet by name, which the lists by the
 // chart's label miss once the tenant takes the label off: its syncer may write both (docs/threat-model.md, "What the
-// platform reads"), but not their names, nor its namespace's tenant label.
+// platform reads"), but not their names, nor its namespace's tenant label. A few reads run at once: a thousand tenants
+// without vClusters cost two thousand reads.
 func (l *Loader) tenantVClusters(ctx context.Context, s *gpureport.Snapshot) error {
+	type read struct {
+		st     *appsv1.StatefulSet
+		secret *corev1.Secret
+		err    error
+	}
+	var todo []corev1.Namespace
 	for _, ns := range s.Namespaces {
+		if tenant := ns.Labels[naming.TenantNamespaceLabel]; tenant != "" && (l.Namespace == "" || ns.Name == l.Namespace) {
+			todo = append(todo, ns)
+		}
+	}
+	reads := make([]read, len(todo))
+	sem := make(chan struct{}, concurrentReads)
+	var wg sync.WaitGroup
+	for i, ns := range todo {
 		tenant := ns.Labels[naming.TenantNamespaceLabel]
-		if tenant == "" || (l.Namespace != "" && ns.Name != l.Namespace) {
+		hasSts := slices.ContainsFunc(s.VClusterStatefulSets, func(st appsv1.StatefulSet) bool { return st.Namespace == ns.Name && st.Name == tenant })
+		name := gpureport.ConfigSecretPrefix + tenant
+		hasConfig := slices.ContainsFunc(s.VClusterConfigs, func(c corev1.Secret) bool { return c.Namespace == ns.Name && c.Name == name })
+		if hasSts && hasConfig {
 			continue
 		}
-		if !slices.ContainsFunc(s.VClusterStatefulSets, func(st appsv1.StatefulSet) bool { return st.Namespace == ns.Name && st.Name == tenant }) {
-			st, err := l.Client.AppsV1().StatefulSets(ns.Name).Get(ctx, tenant, metav1.GetOptions{})
-			switch {
-			case err == nil:
-				s.VClusterStatefulSets = append(s.VClusterStatefulSets, *st)
-			case !apierrors.IsNotFound(err):
-				return fmt.Errorf("reading StatefulSet %s/%s: %w", ns.Name, tenant, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r := &reads[i]
+			if !hasSts {
+				if r.st, r.err = getByName(ctx, "StatefulSet", ns.Name, tenant, l.Client.AppsV1().StatefulSets(ns.Name).Get); r.err != nil {
+					return
+				}
 			}
+			if !hasConfig {
+				r.secret, r.err = getByName(ctx, "Secret", ns.Name, name, l.Client.CoreV1().Secrets(ns.Name).Get)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, r := range reads {
+		if r.err != nil {
+			return r.err
 		}
-		name := gpureport.ConfigSecretPrefix + tenant
-		if !slices.ContainsFunc(s.VClusterConfigs, func(c corev1.Secret) bool { return c.Namespace == ns.Name && c.Name == name }) {
-			secret, err := l.Client.CoreV1().Secrets(ns.Name).Get(ctx, name, metav1.GetOptions{})
-			switch {
-			case err == nil:
-				s.VClusterConfigs = append(s.VClusterConfigs, *secret)
-			case !apierrors.IsNotFound(err):
-				return fmt.Errorf("reading Secret %s/%s: %w", ns.Name, name, err)
-			}
+		if r.st != nil {
+			s.VClusterStatefulSets = append(s.VClusterStatefulSets, *r.st)
+		}
+		if r.secret != nil {
+			s.VClusterConfigs = append(s.VClusterConfigs, *r.secret)
 		}
 	}
 	return nil
 }
+
+// getByName reads one object by name; one that is not there is nil, not an error.
+func getByName[T any](ctx context.Context, kind, namespace, name string, get func(context.Context, string, metav1.GetOptions) (*T, error)) (*T, error) {
+	obj, err := get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading %s %s/%s: %w", kind, namespace, name, err)
+	}
+	return obj, nil
+}
+
+// concurrentReads is how many reads by name run at once.
+const concurrentReads = 8
 
 // list is the listing that fills into with every object of a typed List call (a clientset's List method).
 func list[T any, L runtime.Object](need gpureport.Need, what string, opts metav1.ListOptions, into *[]T,
