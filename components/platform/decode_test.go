@@ -339,7 +339,7 @@ func badConfigs() []badConfig {
 		{"tenant in a platform namespace of the stack's", goodGKE, func(tc testConfig) {
 			at(tc, "tenants", 0)["name"] = "ops"
 			tc["admission"] = obj{"platformNamespaces": list{"vcluster-ops"}}
-		}, nil, "gpu-tenancy:tenants[0].name", "its namespace vcluster-ops is one of the platform's own"},
+		}, nil, "gpu-tenancy:admission.platformNamespaces[0]", "names starting with vcluster- are tenant host namespaces"},
 		{"tenant names repeat", goodGKE, func(tc testConfig) { at(tc, "tenants", 1)["name"] = "legal-ai" }, nil,
 			"gpu-tenancy:tenants[1].name", "Duplicate"},
 		{"tenant granted unknown class", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["classes"] = list{"gpu-hole"} }, nil,

@@ -218,17 +218,18 @@ func validateDedicatedPools(c *PlatformArgs, path func(string) *field.Path) fiel
 func validateTenants(c *PlatformArgs, path func(string) *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	names := make([]string, len(c.Tenants))
-	admission := c.Admission.WithDefaults()
-	platformNamespaces := append(slices.Clone(admission.ControllerNamespaces), admission.PlatformNamespaces...)
+	// The platform team's own namespaces (admission.platformNamespaces) cannot be a tenant's: the admission settings'
+	// validation refuses any of them with the tenant namespaces' prefix.
+	controllerNamespaces := c.Admission.WithDefaults().ControllerNamespaces
 	for i, t := range c.Tenants {
 		tp := path(keyTenants).Index(i)
 		names[i] = t.Name
 		nameErrs := tenancy.ValidateTenantName(tp.Child("name"), t.Name)
-		// The guards pass over the service accounts of the platform's namespaces, so a tenant in one would hold a
-		// platform controller's rights on cluster-scoped objects (PriorityClasses among them).
-		if ns := naming.Namespace(t.Name); slices.Contains(platformNamespaces, ns) {
+		// The guards pass over the service accounts of the platform's controllers' namespaces, so a tenant in one would
+		// hold a platform controller's rights on cluster-scoped objects (PriorityClasses among them).
+		if ns := naming.Namespace(t.Name); slices.Contains(controllerNamespaces, ns) {
 			errs = append(errs, field.Invalid(tp.Child("name"), t.Name, fmt.Sprintf("its namespace %s is one of the platform's own (%s), "+
-				"whose service accounts the guards do not hold to a tenant's rules", ns, strings.Join(platformNamespaces, ", "))))
+				"whose service accounts the guards do not hold to a tenant's rules", ns, strings.Join(controllerNamespaces, ", "))))
 		}
 		errs = append(errs, t.TenantArgs.Validate(tp)...)
 		errs = append(errs, tenancy.ValidateGrant(tp.Child("classes"), t.Classes, c.GPUClasses)...)

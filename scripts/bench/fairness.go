@@ -197,12 +197,17 @@ func newLoadClient(ctx context.Context, cl *benchCluster, ns, sa string) (*loadC
 	}
 	anon := rest.AnonymousClientConfig(cfg)
 	anon.BearerToken = token.Status.Token
-	transport, err := rest.TransportFor(anon)
+	anon.QPS, anon.Burst = 1000, 1000
+	return loadClientFor(anon)
+}
+
+// loadClientFor is a load client that sends GETs as cfg says, with cfg's credentials.
+func loadClientFor(cfg *rest.Config) (*loadClient, error) {
+	transport, err := rest.TransportFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	anon.QPS, anon.Burst = 1000, 1000
-	return &loadClient{host: anon.Host, http: &http.Client{Transport: transport, Timeout: 70 * time.Second}, cfg: anon}, nil
+	return &loadClient{host: cfg.Host, http: &http.Client{Transport: transport, Timeout: 70 * time.Second}, cfg: cfg}, nil
 }
 
 // get sends one GET and reports its latency and whether the API server turned it away (429).
@@ -335,11 +340,10 @@ func floodChild() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	transport, err := rest.TransportFor(&rest.Config{Host: spec.Host, BearerToken: spec.Token, TLSClientConfig: spec.TLS})
+	c, err := loadClientFor(&rest.Config{Host: spec.Host, BearerToken: spec.Token, TLSClientConfig: spec.TLS})
 	if err != nil {
 		return err
 	}
-	c := &loadClient{host: spec.Host, http: &http.Client{Transport: transport, Timeout: 70 * time.Second}}
 	var served, rejected atomic.Int64
 	var wg sync.WaitGroup
 	for range spec.Clients {
