@@ -19,6 +19,11 @@ const (
 	// TenantNamespaceLabel marks a tenant's host namespace with the tenant's name; the admission bindings select
 	// namespaces by it.
 	TenantNamespaceLabel = "gpu-tenancy.io/tenant"
+	// VClusterManagedByLabel is the label vCluster puts on every object it writes to the host. On a namespaced object
+	// its value is the release (the tenant); on a cluster-scoped one, such as a PriorityClass, it is
+	// vcluster-<release>-x-<namespace>, cut to 52 characters and a hash past 63 (loft-sh/vcluster v0.36.1
+	// pkg/util/translate/labels.go MarkerLabel, single_namespace.go MarkerLabelCluster).
+	VClusterManagedByLabel = "vcluster.loft.sh/managed-by"
 	// ClassTenantLabelPrefix prefixes the per-tenant grant label on DeviceClasses (see ClassTenantLabel).
 	ClassTenantLabelPrefix = "tenant.gpu-tenancy.io/"
 	// PlatformOnlyLabel marks a DeviceClass the catalog grants to no tenant, for the platform's own namespaces.

@@ -365,6 +365,7 @@ func guards(classes []string, admission AdmissionArgs) []Guard {
 		g("event-size", eventSizePolicy, tenantNamespaces),
 		g("node-placement-labels", nodeLabelPolicy, nil),
 		g("volume-claims", volumeClaimPolicy, tenantNamespaces),
+		g("pod-volume-types", podVolumeTypesPolicy, tenantNamespaces),
 		g("claim-shape", claimShapePolicy, tenantNamespaces),
 		g("kubeconfig-secret", kubeconfigSecretPolicy, tenantNamespaces),
 	}

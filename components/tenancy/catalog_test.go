@@ -165,13 +165,14 @@ func TestCatalogGuards(t *testing.T) {
 		{"gpus-runtime-env", RuntimeEnvPolicy, []string{"pods", "pods/ephemeralcontainers"}, naming.TenantNamespaceLabel},
 		{"gpus-runtime-env-keys", RuntimeEnvKeysPolicy, []string{"configmaps", "secrets"}, naming.TenantNamespaceLabel},
 		{"gpus-extended-resources", ExtendedResourcePolicy, []string{"pods"}, naming.TenantNamespaceLabel},
-		{"gpus-node-device-paths", NodeDevicePolicy, []string{"pods", "pods/ephemeralcontainers"}, naming.TenantNamespaceLabel},
+		{"gpus-node-device-paths", NodeDevicePolicy, []string{"pods", "pods/ephemeralcontainers", "pods/status"}, naming.TenantNamespaceLabel},
 		{"gpus-pod-placement", PodPlacementPolicy, []string{"pods"}, naming.TenantNamespaceLabel},
 		{"gpus-pod-phase", PodPhasePolicy, []string{"pods/status"}, naming.TenantNamespaceLabel},
 		{"gpus-pod-graceful-delete", GracefulDeletePolicy, []string{"pods", "pods"}, naming.TenantNamespaceLabel},
 		{"gpus-claim-delete-protection", ClaimDeleteProtectionPolicy, []string{"resourceclaims"}, naming.TenantNamespaceLabel},
 		{"gpus-service-external-ips", ServicePolicy, []string{"services"}, naming.TenantNamespaceLabel},
 		{"gpus-volume-claims", VolumeClaimPolicy, []string{"persistentvolumeclaims"}, naming.TenantNamespaceLabel},
+		{"gpus-pod-volume-types", PodVolumeTypesPolicy, []string{"pods"}, naming.TenantNamespaceLabel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.policy, func(t *testing.T) {

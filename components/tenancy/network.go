@@ -17,7 +17,8 @@ import (
 
 // MetadataCIDRs are the cloud instance metadata endpoints, which hand out node credentials and cloud identity: tenant
 // egress always excludes every one of them, whatever the cloud, IPv4 and IPv6. Not all of 169.254.0.0/16: node-local
-// DNS caches live there (https://kubernetes.io/docs/tasks/administer-cluster/nodelocaldns/, 169.254.20.10).
+// DNS caches live there (https://kubernetes.io/docs/tasks/administer-cluster/nodelocaldns/, 169.254.20.10). Not Azure's
+// WireServer (168.63.129.16) either, which also answers pods' DNS on host DNS there (README, "DNS and metadata").
 var MetadataCIDRs = []string{
 	// GCE, AWS, Azure, OpenStack and most clouds
 	// (https://cloud.google.com/compute/docs/metadata/querying-metadata,
@@ -31,6 +32,8 @@ var MetadataCIDRs = []string{
 	"169.254.42.42/32",
 	// Alibaba Cloud ECS (https://www.alibabacloud.com/help/ecs/user-guide/overview-of-ecs-instance-metadata).
 	"100.100.100.200/32",
+	// Tencent Cloud CVM (https://www.tencentcloud.com/document/product/213/4934).
+	"169.254.0.23/32",
 	// AWS EKS Pod Identity Agent (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-agent-setup.html).
 	"169.254.170.23/32",
 	// AWS IMDS over IPv6 (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html).

@@ -71,7 +71,7 @@ func TestNetworkPoliciesDefault(t *testing.T) {
 	t.Run("internet egress blocks every cloud's metadata endpoints, IPv4 and IPv6", func(t *testing.T) {
 		blocks := ipBlocks(t, nps["allow-egress-internet"])
 		assert.Equal(t, map[string][]string{
-			"0.0.0.0/0": {"169.254.169.254/32", "169.254.169.252/32", "169.254.42.42/32", "100.100.100.200/32", "169.254.170.23/32"},
+			"0.0.0.0/0": {"169.254.169.254/32", "169.254.169.252/32", "169.254.42.42/32", "100.100.100.200/32", "169.254.0.23/32", "169.254.170.23/32"},
 			"::/0":      {"fd00:ec2::254/128", "fd00:ec2::23/128", "fd20:ce::254/128", "fd00:42::42/128", "fe80::a9fe:a9fe/128"},
 		}, blocks)
 		for _, except := range blocks {

@@ -149,6 +149,9 @@ var nodeDevicePolicy = func(runtimeClasses []string) admissionPolicy {
 		rules: []admissionRule{
 			{group: "", resources: []string{"pods"}, operations: createUpdate},
 			{group: "", resources: []string{"pods/ephemeralcontainers"}, operations: update},
+			// The status subresource takes annotations as sent (podPhasePolicy): whoever writes them, device
+			// annotations are checked there too.
+			{group: "", resources: []string{"pods/status"}, operations: update},
 		},
 		variables: []celNamed{
 			{"tenant", celTenant},
@@ -393,7 +396,7 @@ func priorityClassPolicy(maxPriority int, controllerNamespaces []string) admissi
 			},
 		},
 		literals: map[string]string{
-			"MANAGED_BY": celString(VClusterManagedByLabel), "MAX_PRIORITY": fmt.Sprint(maxPriority),
+			"MANAGED_BY": celString(naming.VClusterManagedByLabel), "MAX_PRIORITY": fmt.Sprint(maxPriority),
 			"OBJECT_NAME": celString(vclusterObjectNameAnnotation), "MAX_DESCRIPTION": fmt.Sprint(MaxPriorityClassDescription),
 			"MAX_METADATA": fmt.Sprint(MaxPriorityClassMetadata),
 			"MAX_MANAGERS": fmt.Sprint(MaxManagers), "MAX_FIELD": fmt.Sprint(maxQualifiedName), "MAX_KEYS": fmt.Sprint(MaxPriorityClassKeys),
@@ -425,16 +428,19 @@ const MaxManagers = 4
 // (loft-sh/vcluster v0.36.1 pkg/util/translate/types.go NameAnnotation).
 const vclusterObjectNameAnnotation = "vcluster.loft.sh/object-name"
 
-// VClusterManagedByLabel is the label vCluster puts on every object it writes to the host, naming its release (the
-// tenant) (loft-sh/vcluster v0.36.1 pkg/util/translate/labels.go MarkerLabel).
-const VClusterManagedByLabel = "vcluster.loft.sh/managed-by"
-
 // podPhasePolicy: a pod's phase and claim statuses are the kubelet's and the scheduler's to write. A tenant's syncer
 // holds patch on pods/status (loft-sh/vcluster v0.36.1 chart/templates/role.yaml), and a forged terminal phase tells
 // the resource-claim controller the pod is done: it releases the pod's claims (and deletes generated ones) while the
 // kubelet, which adopts the terminal phase, still runs the container through its grace period
 // (kubernetes v1.34.4 pkg/controller/resourceclaim/controller.go isPodDone; pkg/kubelet/kubelet_pods.go). The device
-// looks free, the next claim gets it. Quota also stops counting a terminal pod.
+// looks free, the next claim gets it. Quota also stops counting a terminal pod. The status subresource also takes a
+// pod's labels, annotations and finalizers as sent (kubernetes v1.34.4 pkg/registry/core/pod/strategy.go
+// podStatusStrategy.PrepareForUpdate resets only the spec, the deletion timestamp and the owner references), and Pod
+// Security does not look at it (k8s.io/pod-security-admission v0.34.4 admission/admission.go ignoredPodSubresources):
+// an annotation added there reaches the container runtime when the pod's containers next start (a CDI device request,
+// an AppArmor or seccomp setting). So a tenant identity's status update may not change the pod's metadata; vCluster's
+// never does: it reads the host pod, applies the status part of its patch only and updates that (pkg/patcher/apply.go
+// ApplyObjectPatch).
 var podPhasePolicy = admissionPolicy{
 	name:            PodPhasePolicy,
 	rules:           []admissionRule{{group: "", resources: []string{"pods/status"}, operations: update}},
@@ -443,12 +449,22 @@ var podPhasePolicy = admissionPolicy{
 		{"resizes", `[object, oldObject].map(o, o.status.?conditions.orValue([]).filter(c, c.type in $RESIZE_CONDITIONS))`},
 		{"changed", ownedStatusChanges() + ` +
 	(variables.resizes[0] != variables.resizes[1] ? ['conditions (' + $RESIZE_CONDITIONS.join(', ') + ')'] : [])`},
+		{"metadataChanged", `(object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({}) ? ['labels'] : []) +
+	(object.metadata.?annotations.orValue({}) != oldObject.metadata.?annotations.orValue({}) ? ['annotations'] : []) +
+	(object.metadata.?finalizers.orValue([]) != oldObject.metadata.?finalizers.orValue([]) ? ['finalizers'] : [])`},
 	},
-	validations: []celValidation{{
-		expression: `size(variables.changed) == 0`,
-		message: `'pod ' + object.metadata.name + ': ' + request.userInfo.username + ' may not change status.' +
+	validations: []celValidation{
+		{
+			expression: `size(variables.changed) == 0`,
+			message: `'pod ' + object.metadata.name + ': ' + request.userInfo.username + ' may not change status.' +
 	variables.changed.join(', status.') + '; the kubelet and the scheduler write them'`,
-	}},
+		},
+		{
+			expression: `size(variables.metadataChanged) == 0`,
+			message: `'pod ' + object.metadata.name + ': ' + request.userInfo.username + ' may not change metadata.' +
+	variables.metadataChanged.join(', metadata.') + ' through pods/status, which Pod Security and the pod guards do not see; update the pod itself'`,
+		},
+	},
 	literals: map[string]string{"RESIZE_CONDITIONS": celList(resizeConditions)},
 }
 

@@ -280,6 +280,16 @@ func TestTheTenantCannotEndAPodBehindTheKubeletsBack(t *testing.T) {
 		}), []string{"status.conditions (PodResizePending, PodResizeInProgress)"}},
 		{"the syncer rewrites the pod's address", statusUpdate(syncer(tenantNS), func(p *corev1.Pod) { p.Status.PodIP = "10.9.9.9" }),
 			[]string{"status.podIP"}},
+		{"the syncer adds an annotation through status, out of Pod Security's sight", statusUpdate(syncer(tenantNS), func(p *corev1.Pod) {
+			p.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/main": "unconfined"}
+		}), []string{"may not change metadata.annotations through pods/status"}},
+		{"the syncer relabels a pod through status", statusUpdate(syncer(tenantNS), func(p *corev1.Pod) { p.Labels = map[string]string{"app": "other"} }),
+			[]string{"may not change metadata.labels through pods/status"}},
+		{"the syncer adds a finalizer through status", statusUpdate(syncer(tenantNS), func(p *corev1.Pod) { p.Finalizers = []string{"example.com/keep"} }),
+			[]string{"may not change metadata.finalizers through pods/status"}},
+		{"the kubelet's status update asks for CDI devices", statusUpdate(kubelet, func(p *corev1.Pod) {
+			p.Annotations = map[string]string{"cdi.k8s.io/hostile": "nvidia.com/gpu=all"}
+		}), []string{"annotations cdi.k8s.io/hostile ask the container runtime for devices outside DRA"}},
 		{"the kubelet ends the pod", statusUpdate(kubelet, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), nil},
 		{"the kubelet says a resize is pending", statusUpdate(kubelet, func(p *corev1.Pod) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: "Infeasible"}}
@@ -437,6 +447,10 @@ func TestEndpointsProgrammedOnEveryNodeAreBounded(t *testing.T) {
 		{"the controller's slice of a Service too wide", slice(100, 11), sliceGVK, sliceGVR, controller, []string{"11 ports"}},
 		{"Endpoints of a selector-less Service", endpoints(3, 2), endpointsGVK, endpointsGVR, "", nil},
 		{"Endpoints of too many addresses", endpoints(101, 1), endpointsGVK, endpointsGVR, "", []string{"Endpoints db has 101 endpoint addresses"}},
+		{"Endpoints of too many ports", endpoints(1, 11), endpointsGVK, endpointsGVR, "", []string{"has 1 endpoint addresses and 11 ports"}},
+		// No dataplane reads the Endpoints controller's objects, which list every selected pod in one object.
+		{"the Endpoints controller's Endpoints of a Service over 150 pods", endpoints(150, 2), endpointsGVK, endpointsGVR,
+			"system:serviceaccount:kube-system:endpoint-controller", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			assertDenied(t, h.do(t, request{namespace: tenantNS, gvk: tt.gvk, gvr: tt.gvr, obj: tt.obj, user: tt.user}), tt.wantDenied)
@@ -456,7 +470,7 @@ func TestTenantsPriorityClassesStayInTheirBand(t *testing.T) {
 			c.Annotations = map[string]string{"vcluster.loft.sh/object-name": virtual}
 		}
 		if owner != "" {
-			c.Labels[VClusterManagedByLabel] = owner
+			c.Labels[naming.VClusterManagedByLabel] = owner
 		}
 		if edit != nil {
 			edit(c)
@@ -617,11 +631,62 @@ func TestVolumeClaimsDoNotBindExistingVolumes(t *testing.T) {
 	assertDenied(t, h.admit(t, tenantNS, pvcGVK, pvcGVR, pvc(func(c *corev1.PersistentVolumeClaim) {
 		c.Annotations = map[string]string{"volume.beta.kubernetes.io/storage-class": ""}
 	}), pvc(nil)), []string{"asks for the empty storage class"})
+	snapshot := func(namespace *string) func(*corev1.PersistentVolumeClaim) {
+		return func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot",
+				Name: "weights", Namespace: namespace}
+		}
+	}
+	assertDenied(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(snapshot(ptr.To("vcluster-team-b")))),
+		[]string{"PersistentVolumeClaim data fills its volume from namespace vcluster-team-b"})
+	assert.Empty(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(snapshot(nil))), "a claim filled from its own namespace's snapshot")
 	bound := pvc(func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeName = "pv-1" })
 	assertDenied(t, h.admit(t, tenantNS, pvcGVK, pvcGVR, bound, pvc(nil)), []string{"names volume pv-1"})
 	binder := request{namespace: tenantNS, gvk: pvcGVK, gvr: pvcGVR, obj: bound, old: pvc(nil),
 		user: "system:serviceaccount:kube-system:persistent-volume-binder"}
 	assert.Empty(t, h.do(t, binder), "the persistent-volume controller binds")
+}
+
+func TestTenantPodVolumesAreOfTheKindsRestrictedAllows(t *testing.T) {
+	h := newHarness(t, runPlatform(t, testClasses, teamA()))
+	with := func(v corev1.VolumeSource) *corev1.Pod {
+		return tenantPod(func(p *corev1.Pod) { p.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: v}} })
+	}
+	for _, tt := range []struct {
+		name       string
+		volume     corev1.VolumeSource
+		wantDenied []string
+	}{
+		{"an NFS share, mounted from the node's network", corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "10.20.0.2", Path: "/vol1"}},
+			[]string{"pod test has volumes v of a kind the node mounts with its own network and credentials"}},
+		{"an iSCSI target", corev1.VolumeSource{ISCSI: &corev1.ISCSIVolumeSource{TargetPortal: "10.20.0.3:3260", IQN: "iqn.2001-04.com.example:storage", Lun: 0}},
+			[]string{"has volumes v of a kind the node mounts"}},
+		{"another project's persistent disk by name", corev1.VolumeSource{GCEPersistentDisk: &corev1.GCEPersistentDiskVolumeSource{PDName: "team-b-data"}},
+			[]string{"has volumes v"}},
+		{"a git repository cloned on the node", corev1.VolumeSource{GitRepo: &corev1.GitRepoVolumeSource{Repository: "https://example.com/x.git"}},
+			[]string{"has volumes v"}},
+		{"a node binary's flex volume", corev1.VolumeSource{FlexVolume: &corev1.FlexVolumeSource{Driver: "example.com/mount"}}, []string{"has volumes v"}},
+		{"a Ceph block device", corev1.VolumeSource{RBD: &corev1.RBDVolumeSource{CephMonitors: []string{"10.20.0.4"}, RBDImage: "img"}}, []string{"has volumes v"}},
+		{"a host path", corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/kubelet"}}, []string{"has volumes v"}},
+		{"a ConfigMap", corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "c"}}}, nil},
+		{"a Secret", corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}, nil},
+		{"scratch space", corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}, nil},
+		{"the projected token vCluster writes", corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}, nil},
+		{"the downward API", corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{}}, nil},
+		{"a volume claim", corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}, nil},
+		{"a generic ephemeral volume", corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}, nil},
+		{"an inline CSI volume", corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "secrets-store.csi.k8s.io"}}, nil},
+		{"an image volume", corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "registry.example.com/weights:1"}}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assertDenied(t, h.create(t, tenantNS, podGVK, podGVR, with(tt.volume)), tt.wantDenied)
+		})
+	}
+	t.Run("whoever creates the pod", func(t *testing.T) {
+		nfs := with(corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "10.20.0.2", Path: "/"}})
+		assertDenied(t, h.do(t, request{namespace: tenantNS, gvk: podGVK, gvr: podGVR, obj: nfs,
+			user: "system:serviceaccount:kube-system:statefulset-controller"}), []string{"has volumes v"})
+	})
 }
 
 func TestTenantEventsAreNoLargerThanTheEventsAPIAllows(t *testing.T) {

@@ -40,7 +40,8 @@ const (
 	// they may use.
 	PodPlacementPolicy = "gpu-tenancy-pod-placement"
 	// PodPhasePolicy refuses a tenant's identities writing the pod status fields the kubelet and the scheduler own:
-	// the phase, the claim statuses, the nominated node, the container statuses and resize conditions, and others.
+	// the phase, the claim statuses, the nominated node, the container statuses and resize conditions, and others; and
+	// changing a pod's labels, annotations or finalizers through the status subresource.
 	PodPhasePolicy = "gpu-tenancy-pod-phase-from-kubelet"
 	// GracefulDeletePolicy refuses a tenant's identities deleting a running pod without its grace period.
 	GracefulDeletePolicy = "gpu-tenancy-pod-graceful-delete"
@@ -50,6 +51,9 @@ const (
 	ServicePolicy = "gpu-tenancy-service-external-ips"
 	// VolumeClaimPolicy refuses tenant claims that bind an existing volume by name, label or the empty class.
 	VolumeClaimPolicy = "gpu-tenancy-volume-claims-from-storage-classes"
+	// PodVolumeTypesPolicy keeps tenant pods to the volume kinds Pod Security's restricted level allows, whatever the
+	// namespace's level: no volume the node mounts from the network with its own credentials.
+	PodVolumeTypesPolicy = "gpu-tenancy-pod-volume-types"
 	// KubeconfigSecretPolicy refuses a tenant's identities deleting the Secret its vCluster exports its kubeconfig in.
 	KubeconfigSecretPolicy = "gpu-tenancy-kubeconfig-secret"
 	// PriorityClassPolicy bounds the PriorityClasses a tenant's vCluster writes to the host.

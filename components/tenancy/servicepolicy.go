@@ -47,15 +47,21 @@ const (
 	MaxEndpointPorts = 10
 )
 
-// endpointsPolicy bounds each EndpointSlice and Endpoints object in a tenant namespace, whoever writes it: the
-// tenant's syncer (vCluster copies the endpoints of selector-less Services: pkg/controllers/resources/endpoints,
-// endpointslices) or the host's controllers, whose objects follow the tenant's Services and pods.
+// endpointsPolicy bounds each EndpointSlice in a tenant namespace, whoever writes it: the tenant's syncer (vCluster
+// copies the endpoints of selector-less Services: pkg/controllers/resources/endpoints, endpointslices) or the host's
+// controllers, whose slices follow the tenant's Services and pods (the mirroring controller's, of the tenant's own
+// Endpoints, included). And each Endpoints object a tenant identity writes, which the mirroring controller turns into
+// slices (kubernetes v1.34.4 pkg/controller/endpointslicemirroring). Not the Endpoints controller's: no dataplane
+// programs those (kube-proxy and Cilium read slices), the mirroring controller skips them (its skip-mirror label), and
+// they list every pod a Service selects in one object, grouped by port numbers, so a Service over more pods than
+// MaxEndpoints (a raised pods quota) or a rollout that renumbers a named port would have them refused.
 var endpointsPolicy = admissionPolicy{
 	name: EndpointsPolicy,
 	rules: []admissionRule{
 		{group: "discovery.k8s.io", resources: []string{"endpointslices"}, operations: createUpdate},
 		{group: "", resources: []string{"endpoints"}, operations: createUpdate},
 	},
+	matchConditions: []celNamed{{"slices-or-tenant-endpoints", `request.resource.resource == 'endpointslices' || ` + celTenantIdentity}},
 	variables: []celNamed{
 		{"tenant", celTenant},
 		{"slice", `request.resource.resource == 'endpointslices'`},

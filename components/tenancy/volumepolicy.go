@@ -1,6 +1,10 @@
 package tenancy
 
-import "github.com/gpu-tenancy/gpu-tenancy/components/naming"
+import (
+	"strings"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+)
 
 // volumeClaimPolicy: a PersistentVolumeClaim naming a volume (spec.volumeName) or selecting volumes by label
 // (spec.selector) binds an existing, available PersistentVolume, whoever's data it holds, instead of a new one its
@@ -31,6 +35,16 @@ var volumeClaimPolicy = admissionPolicy{
 	object.spec.volumeName + '; tenant claims get new volumes from a storage class, not existing ones'`,
 		},
 		{
+			// A data source in another namespace (alpha gate CrossNamespaceVolumeDataSource, with a ReferenceGrant there)
+			// fills the new volume from another namespace's volume or snapshot; vCluster copies the namespace as written
+			// (persistentvolumeclaims/translate.go).
+			// Read as a map key through dyn: "namespace" is a CEL reserved word, not a field name CEL can select.
+			expression: `!has(object.spec.dataSourceRef) || !('namespace' in dyn(object.spec.dataSourceRef))`,
+			message: `'tenant ' + variables.tenant + ': PersistentVolumeClaim ' + object.metadata.name +
+	' fills its volume from namespace ' + string(dyn(object.spec.dataSourceRef)['namespace']) +
+	'; the data source of a tenant claim must be in its own namespace'`,
+		},
+		{
 			expression: `!has(object.spec.selector)`,
 			message: `'tenant ' + variables.tenant + ': PersistentVolumeClaim ' + object.metadata.name +
 	' selects existing volumes by label; tenant claims get new volumes from a storage class'`,
@@ -56,3 +70,42 @@ var volumeClaimPolicy = admissionPolicy{
 // (kubernetes v1.34.4 pkg/controller/volume/persistentvolume/pv_controller.go, pkg/api/v1/persistentvolume
 // GetPersistentVolumeClaimClass): empty, it asks for no class too.
 const betaStorageClassAnnotation = "volume.beta.kubernetes.io/storage-class"
+
+// podVolumeTypesPolicy: a tenant pod's inline volumes are of the kinds Pod Security's restricted level allows,
+// whatever the namespace's level (k8s.io/pod-security-admission v0.34.4 policy/check_restrictedVolumes.go). At
+// baseline, the default, Pod Security refuses hostPath only, and every other in-tree volume is mounted by the kubelet
+// from the node's own network namespace with the node's credentials: an `nfs`, `iscsi`, `rbd`, `cephfs`, `glusterfs`
+// or `fc` volume reaches any server the nodes can, outside the tenant's NetworkPolicies and blocked egress ranges, as
+// any uid the pod picks; a cloud disk (`gcePersistentDisk` and the like, served by the cloud's CSI driver since their
+// migration) is attached by name, whoever's it is; `gitRepo` runs git on the node; `flexVolume` runs a node binary.
+// vCluster copies these volumes to the host as the virtual pod has them (loft-sh/vcluster v0.36.1
+// pkg/controllers/resources/pods/translate/translator.go translateVolumes), so every pod in a tenant namespace is
+// checked, whoever creates it. A tenant's own network storage is reached through a PersistentVolumeClaim of a class the
+// operator provides (an NFS or Filestore CSI class), which the volume-claims guard and the storage quota bound.
+// Inline CSI volumes stay allowed, as restricted allows them (docs/threat-model.md, "CSI inline volumes").
+var podVolumeTypesPolicy = admissionPolicy{
+	name:      PodVolumeTypesPolicy,
+	rules:     []admissionRule{{group: "", resources: []string{"pods"}, operations: create}},
+	variables: []celNamed{{"tenant", celTenant}, {"refused", `object.spec.?volumes.orValue([]).filter(v, !(` + celHasAny("v", tenantVolumeTypes) + `)).map(v, v.name)`}},
+	validations: []celValidation{{
+		expression: `size(variables.refused) == 0`,
+		message: `'tenant ' + variables.tenant + ': pod ' + object.metadata.name + ' has volumes ' + variables.refused.join(', ') +
+	' of a kind the node mounts with its own network and credentials; tenant pods may use ' + $TYPES.join(', ') +
+	' volumes, and reach network storage through a PersistentVolumeClaim of a storage class'`,
+	}},
+	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "TYPES": celList(tenantVolumeTypes)},
+}
+
+// tenantVolumeTypes are the pod volume sources Pod Security's restricted level allows
+// (k8s.io/pod-security-admission v0.34.4 policy/check_restrictedVolumes.go restrictedVolumes_1_0).
+var tenantVolumeTypes = []string{"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image", "persistentVolumeClaim",
+	"projected", "secret"}
+
+// celHasAny is CEL that is true when the object named v has any of the fields.
+func celHasAny(v string, fields []string) string {
+	terms := make([]string, len(fields))
+	for i, f := range fields {
+		terms[i] = "has(" + v + "." + f + ")"
+	}
+	return strings.Join(terms, " || ")
+}

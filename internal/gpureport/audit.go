@@ -375,8 +375,7 @@ func (a *auditor) pinned(s *corev1.Secret, tenant, release string, values map[st
 	sts := a.statefulSet(s.Namespace, release)
 	switch got, err := configHash(s.Data[ConfigSecretKey], values); {
 	case sts == nil:
-		problem = fmt.Sprintf("no StatefulSet %s labelled %s runs it, though the chart renders one with each config and a tenant cannot create one",
-			release, VClusterSelector)
+		problem = fmt.Sprintf("no StatefulSet %s runs it, though the chart renders one with each config and a tenant cannot create one", release)
 		fix = fmt.Sprintf("delete the Secret if no vCluster %s belongs in the namespace (kubectl delete secret -n %s %s); if its StatefulSet was deleted, %s",
 			release, s.Namespace, s.Name, fixPulumi)
 	case sts.Spec.Template.Annotations[ConfigHashAnnotation] == "":

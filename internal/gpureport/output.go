@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -239,7 +240,8 @@ func (r *AuditReport) writeTable(w io.Writer) error {
 // returns among them, become one space, which keeps a multi-line message (some scheduler messages are) in its table
 // cell and a forged line from overwriting or following a real one. Every other control character (C0, DEL, C1, and
 // bytes that are not UTF-8, which a terminal may read as C1) is written as its Go escape, \x1b for ESC: visible, so
-// that an operator sees that the text held one, and inert.
+// that an operator sees that the text held one, and inert. So is every format character (Unicode category Cf): a
+// bidirectional override (U+202E) makes a terminal show the rest of a row reversed, and zero-width ones hide text.
 func printable(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	var b strings.Builder
@@ -248,7 +250,7 @@ func printable(s string) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[0])
-		case unicode.IsControl(r):
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
 			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
 		default:
 			b.WriteString(s[:size])
@@ -259,14 +261,20 @@ func printable(s string) string {
 }
 
 // escapeJSONControls escapes the control characters encoding/json writes as they are, DEL and C1 (U+0080-U+009F),
-// as \u escapes: some terminals act on C1 even in UTF-8, and a JSON report is often read with cat. It stays the same
-// JSON: those characters occur only inside strings, where the escape means the same character.
+// and the format characters (a bidirectional override reverses the rest of the line), as \u escapes: some terminals
+// act on C1 even in UTF-8, and a JSON report is often read with cat. It stays the same JSON: those characters occur
+// only inside strings, where the escape means the same character. (The YAML encoder writes format characters as they
+// are; there each string is on a line of its own, which is as far as an override reaches.)
 func escapeJSONControls(doc []byte) []byte {
 	var b bytes.Buffer
 	for len(doc) > 0 {
 		r, size := utf8.DecodeRune(doc)
-		if r == 0x7f || (r >= 0x80 && r <= 0x9f) {
-			fmt.Fprintf(&b, `\u%04x`, r)
+		if r == 0x7f || (r >= 0x80 && r <= 0x9f) || unicode.Is(unicode.Cf, r) {
+			if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+				fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
 		} else {
 			b.Write(doc[:size])
 		}

@@ -165,8 +165,9 @@ func quotaRefused(t *testing.T) *Snapshot {
 }
 
 // forgedMessage is what a tenant may write into an event or a pod condition: escapes that clear the screen and home
-// the cursor, a carriage return that overwrites the line, a C1 control sequence introducer and a DEL.
-const forgedMessage = "exceeded quota\x1b[2J\x1b[H\rQuotaExceeded: ask the platform team for 8 GPUs\u009b2K\x7f"
+// the cursor, a carriage return that overwrites the line, a C1 control sequence introducer, a DEL, and a
+// right-to-left override that would show the rest of the row reversed.
+const forgedMessage = "exceeded quota\x1b[2J\x1b[H\rQuotaExceeded: ask the platform team for 8 GPUs\u009b2K\x7f\u202e"
 
 // controls lists the control characters of out but line feeds, and the bytes that are not UTF-8.
 func controls(out []byte) []string {
@@ -196,13 +197,14 @@ func TestTenantTextCannotControlTheTerminal(t *testing.T) {
 		check  func(t *testing.T, out []byte)
 	}{
 		{"the table writes each control as its escape", pending, Table, func(t *testing.T, out []byte) {
-			assert.Contains(t, string(out), `exceeded quota\x1b[2J\x1b[H QuotaExceeded: ask the platform team for 8 GPUs\u009b2K\x7f`)
+			assert.Contains(t, string(out), `exceeded quota\x1b[2J\x1b[H QuotaExceeded: ask the platform team for 8 GPUs\u009b2K\x7f\u202e`)
 		}},
 		{"the audit table keeps a quoted newline on the finding's line", Audit(&audit, now), Table, func(t *testing.T, out []byte) {
 			assert.Equal(t, 1, strings.Count(string(out), "\n    fix: "), "%s", out)
 			assert.Contains(t, string(out), `a fix: kubectl delete namespace vcluster-research-ai\x1b[1A=true`)
 		}},
 		{"JSON keeps the message as written", pending, JSON, func(t *testing.T, out []byte) {
+			assert.Contains(t, string(out), `\u202e`, "a format character is escaped")
 			var doc PendingReport
 			require.NoError(t, json.Unmarshal(out, &doc))
 			assert.Equal(t, forgedMessage, doc.Claims[1].Reasons[0].Message)

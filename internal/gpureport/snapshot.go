@@ -39,11 +39,11 @@ type Snapshot struct {
 	Events         []corev1.Event
 	PolicyBindings []admissionv1.ValidatingAdmissionPolicyBinding
 	Policies       []admissionv1.ValidatingAdmissionPolicy
-	// VClusterConfigs are the Secrets the vCluster chart labels as its own (VClusterSelector), and each tenant's own
-	// config Secret read by name whatever its labels; the audit reads the config Secrets among them.
+	// VClusterConfigs are each tenant's own vCluster config Secret, read by name whatever its labels; the audit reads
+	// the config Secrets among them.
 	VClusterConfigs []corev1.Secret
-	// VClusterStatefulSets are the StatefulSets the vCluster chart labels as its own, and each tenant's own read by
-	// name: the control planes whose pod templates pin their config's hash.
+	// VClusterStatefulSets are each tenant's own vCluster StatefulSet, read by name: the control planes whose pod
+	// templates pin their config's hash.
 	VClusterStatefulSets []appsv1.StatefulSet
 }
 

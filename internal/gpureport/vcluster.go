@@ -25,10 +25,6 @@ const (
 	vclusterApp        = "vcluster"
 )
 
-// VClusterSelector selects the objects the vCluster chart labels as its own: the config Secrets among its Secrets, the
-// control planes among its StatefulSets.
-const VClusterSelector = vclusterAppLabel + "=" + vclusterApp
-
 // ConfigHashAnnotation is the pod template annotation by which the chart's StatefulSet pins its config: the hex
 // SHA-256 of the base64 of the values as YAML (the config Secret's config.yaml) without privateNodes.autoNodes
 // (loft-sh/vcluster v0.36.1 chart/templates/statefulset.yaml, _vclusterconfighash.tpl).

@@ -212,7 +212,7 @@ func createPriorityClass(tenant string, edit func(*schedulingv1.PriorityClass)) 
 	return func(ctx context.Context, as kubernetes.Interface, _ string) error {
 		marker := "vcluster-" + tenant + "-x-" + tenant
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "vcluster-hostile-x-" + marker,
-			Labels:      map[string]string{tenancy.VClusterManagedByLabel: marker},
+			Labels:      map[string]string{naming.VClusterManagedByLabel: marker},
 			Annotations: map[string]string{"vcluster.loft.sh/object-name": "hostile"}}}
 		edit(pc)
 		_, err := as.SchedulingV1().PriorityClasses().Create(ctx, pc, dryRun)
@@ -232,6 +232,36 @@ func tolerating(class string, first bool, toleration resourcev1.DeviceToleration
 
 // attacksOn are the vectors of docs/threat-model.md that admission refuses, against a tenant granted class.
 func attacksOn(tenant, class string) []attack {
+	return append(attacksAtEveryLevel(tenant, class), volumeAttacks(tenant)...)
+}
+
+// withVolume gives the pod one volume of the source.
+func withVolume(v corev1.VolumeSource) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Spec.Volumes = []corev1.Volume{{Name: "loot", VolumeSource: v}} }
+}
+
+// volumeAttacks are the volumes the node mounts from its own network with its own credentials. Pod Security's
+// restricted level refuses them too, before the policies run, so the guard is what refuses them at baseline only.
+func volumeAttacks(tenant string) []attack {
+	if tenantLevels[tenant] != "baseline" {
+		return nil
+	}
+	const refused = "of a kind the node mounts with its own network and credentials"
+	return []attack{
+		{"another tenant's NFS share, mounted from the node's network", tenancy.PodVolumeTypesPolicy, "volumes loot " + refused,
+			createPod(withVolume(corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "10.20.0.2", Path: "/team-b"}}))},
+		{"an iSCSI target", tenancy.PodVolumeTypesPolicy, refused, createPod(withVolume(corev1.VolumeSource{ISCSI: &corev1.ISCSIVolumeSource{
+			TargetPortal: "10.20.0.3:3260", IQN: "iqn.2001-04.com.example:storage", Lun: 0, FSType: "ext4"}}))},
+		{"a persistent disk attached by name", tenancy.PodVolumeTypesPolicy, refused,
+			createPod(withVolume(corev1.VolumeSource{GCEPersistentDisk: &corev1.GCEPersistentDiskVolumeSource{PDName: "team-b-data"}}))},
+		{"a git repository cloned on the node", tenancy.PodVolumeTypesPolicy, refused,
+			createPod(withVolume(corev1.VolumeSource{GitRepo: &corev1.GitRepoVolumeSource{Repository: "https://example.com/x.git"}}))},
+		{"a CephFS share", tenancy.PodVolumeTypesPolicy, refused,
+			createPod(withVolume(corev1.VolumeSource{CephFS: &corev1.CephFSVolumeSource{Monitors: []string{"10.20.0.4:6789"}}}))},
+	}
+}
+
+func attacksAtEveryLevel(tenant, class string) []attack {
 	everyDeviceTaint := resourcev1.DeviceToleration{Operator: resourcev1.DeviceTolerationOpExists}
 	faulty := resourcev1.DeviceToleration{Key: "gpu.nvidia.com/xid", Operator: resourcev1.DeviceTolerationOpExists}
 	other := map[string]string{legal: research, research: legal}[tenant]
@@ -654,6 +684,13 @@ func checkEachGuardIsWhatRefuses(t *testing.T, ctx context.Context) {
 			try: patch(types.MergePatchType, claimPath, `{"metadata":{"finalizers":null}}`)},
 		{name: "a terminal phase forged", guard: tenancy.PodPhasePolicy, try: patch(types.MergePatchType, podPath+"/status", `{"status":{"phase":"Failed"}}`)},
 		{name: "a resize forged", guard: tenancy.PodPhasePolicy, try: patch(types.StrategicMergePatchType, podPath+"/status", resizePending)},
+		// The status subresource takes metadata as sent, and Pod Security does not look at it.
+		{name: "an annotation added through status", guard: tenancy.PodPhasePolicy,
+			try: patch(types.MergePatchType, podPath+"/status", `{"metadata":{"annotations":{"example.com/runtime-hint":"x"}}}`)},
+		{name: "a pod relabelled through status", guard: tenancy.PodPhasePolicy,
+			try: patch(types.MergePatchType, podPath+"/status", `{"metadata":{"labels":{"app":"posing"}}}`)},
+		{name: "a finalizer added through status", guard: tenancy.PodPhasePolicy,
+			try: patch(types.JSONPatchType, podPath+"/status", `[{"op":"add","path":"/metadata/finalizers","value":["example.com/keep"]}]`)},
 	} {
 		byGuard[a.guard] = append(byGuard[a.guard], a)
 	}

@@ -56,7 +56,7 @@ type legitimate struct {
 func vcMeta(tenant, ns, virtualNS, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name: name + "-x-" + virtualNS + "-x-" + tenant, Namespace: ns,
-		Labels: map[string]string{tenancy.VClusterManagedByLabel: tenant, "vcluster.loft.sh/namespace": virtualNS},
+		Labels: map[string]string{naming.VClusterManagedByLabel: tenant, "vcluster.loft.sh/namespace": virtualNS},
 		Annotations: map[string]string{
 			"vcluster.loft.sh/object-name": name, "vcluster.loft.sh/object-namespace": virtualNS,
 			"vcluster.loft.sh/object-host-name": name + "-x-" + virtualNS + "-x-" + tenant, "vcluster.loft.sh/object-host-namespace": ns,
@@ -151,7 +151,7 @@ func legitimateFor(class string) []legitimate {
 			p.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "kubernetes.io/hostname",
 				WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
-					"k8s-app": "vcluster-kube-dns", "vcluster.loft.sh/namespace": "kube-system", tenancy.VClusterManagedByLabel: tenant}}}}
+					"k8s-app": "vcluster-kube-dns", "vcluster.loft.sh/namespace": "kube-system", naming.VClusterManagedByLabel: tenant}}}}
 			uid := int64(12345)
 			if tenantLevels[tenant] != "restricted" {
 				uid = 1001
@@ -206,7 +206,7 @@ func legitimateFor(class string) []legitimate {
 				// As vCluster copies a class applied with kubectl in the virtual cluster, with the longest description allowed:
 				// the virtual class's annotations and its own (pkg/util/translate/translate.go HostMetadata).
 				description := strings.Repeat("d", tenancy.MaxPriorityClassDescription)
-				pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: class, Labels: map[string]string{tenancy.VClusterManagedByLabel: marker},
+				pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: class, Labels: map[string]string{naming.VClusterManagedByLabel: marker},
 					Annotations: map[string]string{"vcluster.loft.sh/object-name": "batch", "vcluster.loft.sh/object-uid": "0b6f3c2e-4a8e-4f2a-9d1e-6c1f0e2b7a55",
 						"kubectl.kubernetes.io/last-applied-configuration": `{"apiVersion":"scheduling.k8s.io/v1","description":"` + description +
 							`","kind":"PriorityClass","metadata":{"annotations":{},"name":"batch"},"preemptionPolicy":"Never","value":0}`,
@@ -226,7 +226,7 @@ func legitimateFor(class string) []legitimate {
 		{"same-namespace affinity and topology spread", "vc:pkg/controllers/resources/pods/translate/translator.go translatePodAffinityTerm",
 			createPodAs(func(p *corev1.Pod, tenant string) {
 				sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web", "vcluster.loft.sh/namespace": "default",
-					tenancy.VClusterManagedByLabel: tenant}}
+					naming.VClusterManagedByLabel: tenant}}
 				p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 					RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{LabelSelector: sel, TopologyKey: "kubernetes.io/hostname"}}}}
 				p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "kubernetes.io/hostname",
@@ -251,7 +251,7 @@ func legitimateFor(class string) []legitimate {
 			})},
 		{"a Service", "vc:pkg/controllers/resources/services/translate.go", func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {
 			svc := &corev1.Service{ObjectMeta: vcMeta(tenant, ns, "default", "trainer"), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP,
-				Selector: map[string]string{"app": "trainer", tenancy.VClusterManagedByLabel: tenant, "vcluster.loft.sh/namespace": "default"},
+				Selector: map[string]string{"app": "trainer", naming.VClusterManagedByLabel: tenant, "vcluster.loft.sh/namespace": "default"},
 				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
 			_, err := as.CoreV1().Services(ns).Create(ctx, svc, dryRun)
 			return err
@@ -287,7 +287,7 @@ func legitimateFor(class string) []legitimate {
 				slice := &discoveryv1.EndpointSlice{ObjectMeta: meta, AddressType: discoveryv1.AddressTypeIPv4,
 					Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.20.30.40"}}},
 					Ports:     []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To(int32(5432))}}}
-				slice.Labels = map[string]string{discoveryv1.LabelServiceName: meta.Name, tenancy.VClusterManagedByLabel: tenant}
+				slice.Labels = map[string]string{discoveryv1.LabelServiceName: meta.Name, naming.VClusterManagedByLabel: tenant}
 				if _, err := as.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, dryRun); err != nil {
 					return err
 				}
@@ -337,6 +337,39 @@ func legitimateFor(class string) []legitimate {
 				return rawPatch(ctx, as, types.StrategicMergePatchType, "/api/v1/namespaces/"+ns+"/pods/"+created.Name+"/status",
 					`{"status":{"conditions":[{"type":"example.com/warm","status":"True"}]}}`)
 			}},
+		{"a pod with every volume kind a tenant may use", "vc:pkg/controllers/resources/pods/translate/translator.go translateVolumes (names translated, sources kept)",
+			createPodAs(func(p *corev1.Pod, tenant string) {
+				p.Spec.Volumes = append(p.Spec.Volumes,
+					corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "train-config-x-default-x-" + tenant}}}},
+					corev1.Volume{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s3-creds-x-default-x-" + tenant}}},
+					corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+					corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+						ClaimName: "data-x-default-x-" + tenant}}},
+					corev1.Volume{Name: "labels", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
+						{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}}}},
+					corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+						VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
+							AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To("standard"),
+							Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceQuantity("1Gi")}}}}}}},
+					corev1.Volume{Name: "vault", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "secrets-store.csi.k8s.io",
+						ReadOnly: ptr.To(true), VolumeAttributes: map[string]string{"secretProviderClass": "team"}}}})
+			})},
+		{"the Endpoints controller's Endpoints while a named port is renumbered", "kubernetes v1.34.4 pkg/controller/endpoint (one subset per port set)",
+			func(ctx context.Context, _ kubernetes.Interface, tenant, ns string) error {
+				// Not the tenant's identity: the controller's. Old and new pods give two subsets of a 10-port Service.
+				e := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "wide", Namespace: ns}}
+				for subset, base := range []int32{8000, 9000} {
+					var ss corev1.EndpointSubset
+					ss.Addresses = []corev1.EndpointAddress{{IP: fmt.Sprintf("10.7.%d.1", subset)}}
+					for i := range int32(tenancy.MaxEndpointPorts) {
+						ss.Ports = append(ss.Ports, corev1.EndpointPort{Name: fmt.Sprintf("p%d", i), Port: base + i})
+					}
+					e.Subsets = append(e.Subsets, ss)
+				}
+				_, err := client.CoreV1().Endpoints(ns).Create(ctx, e, dryRun)
+				return err
+			}},
 		{"a volume claim of a storage class", "vc:pkg/controllers/resources/persistentvolumeclaims/translate.go",
 			func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {
 				return createVolumeClaim(func(c *corev1.PersistentVolumeClaim) {
@@ -379,7 +412,7 @@ func legitimateFor(class string) []legitimate {
 		{"a claim with firstAvailable alternatives and a selector", "vc:pkg/mappings/resources/resourceclaims.go (Pro syncer)",
 			func(ctx context.Context, as kubernetes.Interface, tenant, ns string) error {
 				c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "v0a1b2c3d4e5f6", Namespace: ns,
-					Labels: map[string]string{tenancy.VClusterManagedByLabel: tenant, "vcluster.loft.sh/namespace": "default"}},
+					Labels: map[string]string{naming.VClusterManagedByLabel: tenant, "vcluster.loft.sh/namespace": "default"}},
 					Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
 						{Name: "gpu", FirstAvailable: []resourcev1.DeviceSubRequest{
 							{Name: "big", DeviceClassName: class, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1,

@@ -248,9 +248,9 @@ func checkOperatorCLI(t *testing.T, ctx context.Context) {
 		assert.False(t, missing(rep), "restored: %+v", rep.Findings)
 	})
 
-	t.Run("audit reads a vCluster config that syncs every DeviceClass", func(t *testing.T) {
-		// A second vCluster config in legal-ai's namespace: the chart's own config of legal-ai's vCluster, as the chart
-		// rendered it, without its DeviceClass selector. Only this test's object changes; the stack's are left alone.
+	t.Run("audit reads a vCluster config that syncs every DeviceClass, and no decoy", func(t *testing.T) {
+		// legal-ai's own config rewritten without its DeviceClass selector, as its syncer may; and a decoy beside it,
+		// labelled as the chart labels its configs, which the audit must not read (it reads each tenant's own by name).
 		ns := naming.Namespace(legalTenant)
 		secrets := client.CoreV1().Secrets(ns)
 		own, err := secrets.Get(ctx, vcluster.ConfigSecretPrefix+legalTenant, metav1.GetOptions{})
@@ -263,47 +263,55 @@ func checkOperatorCLI(t *testing.T, ctx context.Context) {
 		delete(classes, "selector")
 		raw, err := yaml.Marshal(config)
 		require.NoError(t, err)
-		// The chart's labels only: the stack's ownership label stays on the stack's objects.
-		release := legalTenant + "-copy"
-		labels := map[string]string{"release": release}
-		for _, k := range []string{"app", "chart", "heritage"} {
-			labels[k] = own.Labels[k]
-		}
-		copied := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: vcluster.ConfigSecretPrefix + release, Namespace: ns, Labels: labels},
-			Type:       own.Type,
-			Data:       map[string][]byte{vcluster.ConfigSecretKey: raw},
-		}
-		_, err = secrets.Create(ctx, copied, metav1.CreateOptions{})
+		rewritten := own.DeepCopy()
+		rewritten.Data[vcluster.ConfigSecretKey] = raw
+		_, err = secrets.Update(ctx, rewritten, metav1.UpdateOptions{})
 		require.NoError(t, err)
-		deleted := false
+		restored := false
+		restore := func() {
+			now, err := secrets.Get(context.Background(), own.Name, metav1.GetOptions{})
+			require.NoError(t, err)
+			now.Data = own.Data
+			_, err = secrets.Update(context.Background(), now, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			restored = true
+		}
 		t.Cleanup(func() {
-			if !deleted {
-				assert.NoError(t, secrets.Delete(context.Background(), copied.Name, metav1.DeleteOptions{}))
+			if !restored {
+				restore()
 			}
 		})
+		decoy := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: vcluster.ConfigSecretPrefix + legalTenant + "-copy", Namespace: ns,
+				Labels: map[string]string{"app": own.Labels["app"], "release": legalTenant + "-copy"}},
+			Data: map[string][]byte{vcluster.ConfigSecretKey: raw},
+		}
+		_, err = secrets.Create(ctx, decoy, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { assert.NoError(t, secrets.Delete(context.Background(), decoy.Name, metav1.DeleteOptions{})) })
 
 		var rep cliAudit
 		code, _ := cli(t, &rep, "audit")
 		assert.Equal(t, 1, code, "a finding fails the run")
-		assert.Equal(t, 3, rep.Scope.VClusters)
+		assert.Equal(t, 2, rep.Scope.VClusters, "each tenant's own config, not the decoy")
 		var found []string
 		for _, f := range rep.Findings {
 			if strings.HasPrefix(f.Check, "VCluster") {
 				found = append(found, f.Check+" "+f.Tenant+" "+f.Object.Kind+"/"+f.Object.Namespace+"/"+f.Object.Name)
 			}
 		}
-		// No StatefulSet of that name pins it, as the chart's would.
+		// It no longer hashes to the pin its StatefulSet carries.
 		assert.Equal(t, []string{
-			"VClusterConfigTampered " + legalTenant + " Secret/" + ns + "/" + copied.Name,
-			"VClusterSyncsAllDeviceClasses " + legalTenant + " Secret/" + ns + "/" + copied.Name,
+			"VClusterConfigTampered " + legalTenant + " Secret/" + ns + "/" + own.Name,
+			"VClusterSyncsAllDeviceClasses " + legalTenant + " Secret/" + ns + "/" + own.Name,
 		}, found)
 
-		require.NoError(t, secrets.Delete(ctx, copied.Name, metav1.DeleteOptions{}))
-		deleted = true
+		restore()
 		rep = cliAudit{}
 		cli(t, &rep, "audit")
-		assert.Equal(t, 2, rep.Scope.VClusters, "deleted: %+v", rep.Findings)
+		for _, f := range rep.Findings {
+			assert.False(t, strings.HasPrefix(f.Check, "VCluster"), "restored: %+v", f)
+		}
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -41,18 +40,17 @@ type listing struct {
 	fill func(context.Context, *Progress) error
 }
 
-// Load lists what need names. Field and label selectors narrow what the server sends (unscheduled pods only, the
-// vCluster chart's Secrets and StatefulSets only); the reports filter again themselves.
+// Load lists what need names. Field and label selectors narrow what the server sends (unscheduled pods only); the
+// reports filter again themselves. vCluster configs and StatefulSets are read by name, each tenant's own.
 func (l *Loader) Load(ctx context.Context, need gpureport.Need) (*gpureport.Snapshot, error) {
 	s := &gpureport.Snapshot{}
 	cs, ns := l.Client, l.Namespace
 	all := metav1.ListOptions{}
 	unscheduled := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", "").String()}
 	failedClaims := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", "FailedResourceClaimCreation").String()}
-	vclusters := metav1.ListOptions{LabelSelector: gpureport.VClusterSelector}
 	// Listed in this order, one at a time; the first list that fails ends the load and names itself in the error.
 	listings := []listing{
-		list(gpureport.NeedNamespaces, "namespaces", metav1.ListOptions{LabelSelector: naming.TenantNamespaceLabel},
+		list(gpureport.NeedNamespaces|gpureport.NeedVClusterConfigs, "namespaces", metav1.ListOptions{LabelSelector: naming.TenantNamespaceLabel},
 			&s.Namespaces, cs.CoreV1().Namespaces().List),
 		list(gpureport.NeedDeviceClasses, "deviceclasses", all, &s.DeviceClasses, cs.ResourceV1().DeviceClasses().List),
 		list(gpureport.NeedResourceSlices, "resourceslices", all, &s.ResourceSlices, cs.ResourceV1().ResourceSlices().List),
@@ -67,19 +65,17 @@ func (l *Loader) Load(ctx context.Context, need gpureport.Need) (*gpureport.Snap
 			cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List),
 		list(gpureport.NeedPolicies, "validatingadmissionpolicies", all, &s.Policies,
 			cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().List),
-		list(gpureport.NeedVClusterConfigs, "vcluster configs", vclusters, &s.VClusterConfigs, cs.CoreV1().Secrets(ns).List),
-		list(gpureport.NeedVClusterConfigs, "vcluster statefulsets", vclusters, &s.VClusterStatefulSets, cs.AppsV1().StatefulSets(ns).List),
 	}
 	defer l.Progress.Done()
 	for _, li := range listings {
-		if !need.Has(li.need) {
+		if need&li.need == 0 {
 			continue
 		}
 		if err := li.fill(ctx, l.Progress); err != nil {
 			return nil, err
 		}
 	}
-	if need.Has(gpureport.NeedVClusterConfigs | gpureport.NeedNamespaces) {
+	if need.Has(gpureport.NeedVClusterConfigs) {
 		if err := l.tenantVClusters(ctx, s); err != nil {
 			return nil, err
 		}
@@ -87,10 +83,11 @@ func (l *Loader) Load(ctx context.Context, need gpureport.Need) (*gpureport.Snap
 	return s, nil
 }
 
-// tenantVClusters reads each tenant's own vCluster config Secret and StatefulSet by name, which the lists by the
-// chart's label miss once the tenant takes the label off: its syncer may write both (docs/threat-model.md, "What the
-// platform reads"), but not their names, nor its namespace's tenant label. A few reads run at once: a thousand tenants
-// without vClusters cost two thousand reads.
+// tenantVClusters reads each tenant's own vCluster config Secret and StatefulSet by name. Not a list by the chart's
+// label (app=vcluster): the tenant's syncer may take the label off both (docs/threat-model.md, "What the platform
+// reads"), but not rename them or its namespace's tenant label; and it may put the label on any Secret of its own, a
+// hundred Secrets of a megabyte each, which a list in every namespace would load for each tenant. A few reads run at
+// once: a thousand tenants cost two thousand reads.
 func (l *Loader) tenantVClusters(ctx context.Context, s *gpureport.Snapshot) error {
 	type read struct {
 		st     *appsv1.StatefulSet
@@ -108,26 +105,17 @@ func (l *Loader) tenantVClusters(ctx context.Context, s *gpureport.Snapshot) err
 	var wg sync.WaitGroup
 	for i, ns := range todo {
 		tenant := ns.Labels[naming.TenantNamespaceLabel]
-		hasSts := slices.ContainsFunc(s.VClusterStatefulSets, func(st appsv1.StatefulSet) bool { return st.Namespace == ns.Name && st.Name == tenant })
 		name := gpureport.ConfigSecretPrefix + tenant
-		hasConfig := slices.ContainsFunc(s.VClusterConfigs, func(c corev1.Secret) bool { return c.Namespace == ns.Name && c.Name == name })
-		if hasSts && hasConfig {
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			r := &reads[i]
-			if !hasSts {
-				if r.st, r.err = getByName(ctx, "StatefulSet", ns.Name, tenant, l.Client.AppsV1().StatefulSets(ns.Name).Get); r.err != nil {
-					return
-				}
+			if r.st, r.err = getByName(ctx, "StatefulSet", ns.Name, tenant, l.Client.AppsV1().StatefulSets(ns.Name).Get); r.err != nil {
+				return
 			}
-			if !hasConfig {
-				r.secret, r.err = getByName(ctx, "Secret", ns.Name, name, l.Client.CoreV1().Secrets(ns.Name).Get)
-			}
+			r.secret, r.err = getByName(ctx, "Secret", ns.Name, name, l.Client.CoreV1().Secrets(ns.Name).Get)
 		}()
 	}
 	wg.Wait()
