@@ -311,6 +311,9 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 	if err := newControllersFlowSchema(ctx, name, admission.ControllerNamespaces, c); err != nil {
 		return nil, err
 	}
+	if err := newLentSeats(ctx, name, c); err != nil {
+		return nil, err
+	}
 
 	c.ClassNames = pulumi.ToStringArray(names).ToStringArrayOutput()
 	if err := ctx.RegisterResourceOutputs(c, pulumi.Map{"classNames": c.ClassNames}); err != nil {
@@ -413,7 +416,8 @@ func CatalogObjects(classes []GPUClass) []naming.ObjectRef {
 	for _, g := range guards(nil, AdmissionArgs{}.WithDefaults()) {
 		refs = append(refs, naming.ObjectRef{Kind: naming.KindPolicy, Name: g.Name}, naming.ObjectRef{Kind: naming.KindPolicyBinding, Name: g.Name})
 	}
-	return append(refs, naming.ObjectRef{Kind: naming.KindFlowSchema, Name: ControllersFlowSchema})
+	return append(refs, naming.ObjectRef{Kind: naming.KindFlowSchema, Name: ControllersFlowSchema},
+		naming.ObjectRef{Kind: naming.KindPriorityLevel, Name: LentSeatsPriorityLevel})
 }
 
 // TenantObjects are the cluster-scoped objects NewTenant creates for these tenants.

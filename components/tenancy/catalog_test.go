@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -372,4 +373,19 @@ func TestEveryTenantHasAPriorityLevelOfItsOwnThatBorrowsNothing(t *testing.T) {
 		assert.Equal(t, 1.0, spec["nominalConcurrencyShares"].NumberValue(), "tenant %s's level's shares", tenant)
 	}
 	assert.NotEqual(t, pointedAt[naming.TenantFlowSchema("team-a")], pointedAt[naming.TenantFlowSchema("team-b")])
+
+	t.Run("a level no schema points at lends all its seats, so a tenant's share is one seat", func(t *testing.T) {
+		spec, ok := levels[LentSeatsPriorityLevel]
+		require.True(t, ok, "the lent-seats level is created")
+		assert.Equal(t, 100.0, spec["lendablePercent"].NumberValue())
+		assert.Equal(t, 0.0, spec["borrowingLimitPercent"].NumberValue())
+		assert.NotContains(t, slices.Collect(maps.Values(pointedAt)), LentSeatsPriorityLevel, "no flow schema points at it")
+		// The bootstrap levels' shares (k8s.io/apiserver v0.34.4 pkg/apis/flowcontrol/bootstrap/default.go) and a
+		// default API server's seats (--max-requests-inflight 400, --max-mutating-requests-inflight 200).
+		const bootstrapShares, serverSeats = 5 + 30 + 40 + 10 + 40 + 100 + 20, 600
+		for _, tenants := range []int{1, 2, 100, 1000} {
+			total := bootstrapShares + int(spec["nominalConcurrencyShares"].NumberValue()) + tenants
+			assert.Equal(t, 1, (serverSeats+total-1)/total, "a tenant's seats among %d tenants", tenants)
+		}
+	})
 }

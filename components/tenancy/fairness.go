@@ -18,6 +18,7 @@ import (
 //     holds: a FlowSchema per tenant without a distinguisher, matching its namespace's service-account group. Not
 //     ByNamespace: that distinguishes by the namespace in the request's URL, which the client picks, and a request RBAC
 //     will refuse is queued before it is authorised, so one tenant could spread itself over any number of flows;
+//   - a level no request is classified into lends all its seats, so that each tenant's one share is one seat;
 //   - the platform's own controllers (ControllerNamespaces) go to workload-high, ahead of every tenant.
 
 // Names of the cluster-wide flow-control objects.
@@ -26,6 +27,8 @@ const (
 	ControllersFlowSchema = "gpu-tenancy-platform-controllers"
 	// ControllersPriorityLevel is Kubernetes' own level for controllers (bootstrap default.go).
 	ControllersPriorityLevel = "workload-high"
+	// LentSeatsPriorityLevel is a level no request is classified into, which lends all its seats (lentSeats).
+	LentSeatsPriorityLevel = "gpu-tenancy-lent-seats"
 )
 
 // Matching precedences: lower wins, and between equal precedences the name that sorts first (k8s.io/apiserver v0.34.4
@@ -44,21 +47,50 @@ const (
 // tenants' schemas must precede (tenantsPrecedence).
 const probesFlowSchema = "probes"
 
-// Each tenant's level is as small as a level can be, one nominal share: a level holds ceil(server seats x its shares /
-// all levels' shares) seats (k8s.io/apiserver v0.34.4 pkg/util/flowcontrol/apf_controller.go,
-// finishQueueSetReconfigsLocked), so 3 of a default API server's 600 (--max-requests-inflight 400 +
-// --max-mutating-requests-inflight 200 over the bootstrap levels' 245 shares) up to about 55 tenants, 2 up to about
-// 355, then 1. A level's seats bound how much of the API server's CPU a burst in it can take, and a level of its own
-// means no other tenant's request waits for a seat behind that burst: with one level shared by every tenant, a measured
-// flood made the other tenants wait for its seats and left them slower than with no flow schema at all (README, "API
-// fairness"). It lends just under half its seats while idle (the API server lends them to busy levels and gives them
-// back as this level's demand returns, apf_controller.go updateBorrowingLocked): 49%, since the lent seats are rounded
-// (finishQueueSetReconfigsLocked), so a level of 1 seat lends none and every level keeps at least 1 however busy the
-// others. It borrows nothing, so a burst stays inside it. One flow per level needs one queue; a burst of more than the
-// level's seats and 128 waiting requests is answered 429. The shares are relative, so each tenant's level takes a
-// little from the bootstrap levels: with 100 tenants they keep 245/345 of their seats, and borrow back what idle
-// tenants lend.
+// Each tenant's level is as small as a level can be, one nominal share, which lentSeats makes one seat: a level holds
+// ceil(server seats x its shares / all levels' shares) seats (k8s.io/apiserver v0.34.4
+// pkg/util/flowcontrol/apf_controller.go, finishQueueSetReconfigsLocked). A level's seats bound how much of the API
+// server's CPU a burst in it can take, and a level of its own means no other tenant's request waits for a seat behind
+// that burst: with one level shared by every tenant, a measured flood made the other tenants wait for its seats and
+// left them slower than with no flow schema at all (README, "API fairness"). One seat, not the 3 one share would hold
+// beside the bootstrap levels alone: a flood of 3 seats kept another tenant's p99 over twice its latency on 2 cores, one
+// seat keeps it within (README, "API fairness"). A tenant's requests then run one at a time, each waiting at most for
+// its own previous one; a syncer's are short, and its watches hold a seat only while they start. It lends just under
+// half its seats while idle (49%: the lent seats are rounded, finishQueueSetReconfigsLocked, so a level of 1 seat lends
+// none) and borrows nothing, so a burst stays inside it. One flow per level needs one queue; a burst of more than the
+// level's seats and 128 waiting requests is answered 429.
 var tenantLevel = struct{ shares, lendable, borrowing, queues, handSize, queueLength int }{1, 49, 0, 1, 1, 128}
+
+// lentSeats are the shares of a level no FlowSchema points at, which lends all its seats and borrows none: with them
+// the levels' shares add up to a default API server's seats (--max-requests-inflight 400 +
+// --max-mutating-requests-inflight 200 = 600, over the bootstrap levels' 245 shares: bootstrap default.go), so a share
+// is at most one seat and each tenant's level holds one, however few tenants there are (without it, 3 up to about 55
+// tenants, 2 up to about 355). The bootstrap levels' own seats shrink to 245 of 600 plus the tenants' shares, as they
+// would with 355 tenants, and they borrow the lent seats back whenever they are busy (they have no borrowing limit;
+// the API server moves lent seats every 10 s, apf_controller.go updateBorrowingLocked). An API server of more seats
+// (a larger managed control plane) gives each tenant a few.
+const lentSeats = 355
+
+// newLentSeats creates the level that lends all its seats, so that each tenant's one share is one seat.
+func newLentSeats(ctx *pulumi.Context, name string, parent pulumi.Resource) error {
+	_, err := flowcontrolv1.NewPriorityLevelConfiguration(ctx, name+"-lent-seats", &flowcontrolv1.PriorityLevelConfigurationArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(LentSeatsPriorityLevel), Labels: managedLabels(nil)},
+		Spec: &flowcontrolv1.PriorityLevelConfigurationSpecArgs{
+			Type: pulumi.String("Limited"),
+			Limited: &flowcontrolv1.LimitedPriorityLevelConfigurationArgs{
+				NominalConcurrencyShares: pulumi.Int(lentSeats),
+				LendablePercent:          pulumi.Int(100),
+				BorrowingLimitPercent:    pulumi.Int(0),
+				// No request is classified here; one that were would be refused rather than wait for seats lent away.
+				LimitResponse: &flowcontrolv1.LimitResponseArgs{Type: pulumi.String("Reject")},
+			},
+		},
+	}, pulumi.Parent(parent))
+	if err != nil {
+		return fmt.Errorf("creating PriorityLevelConfiguration %q: %w", LentSeatsPriorityLevel, err)
+	}
+	return nil
+}
 
 // everyRequestOf matches every request of the subjects.
 func everyRequestOf(subjects flowcontrolv1.SubjectArray) flowcontrolv1.PolicyRulesWithSubjectsArrayInput {

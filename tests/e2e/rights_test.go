@@ -218,6 +218,27 @@ func checkFlowSchemas(t *testing.T, ctx context.Context) {
 		assert.Equal(t, controllers, gotSchema)
 		assert.Equal(t, workloadHigh, gotLevel)
 	})
+
+	t.Run("each tenant's level holds one seat", func(t *testing.T) {
+		// What the API server computed from every level's shares, as its metrics report it.
+		eventually(t, ctx, func() error {
+			raw, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			for _, tenant := range []string{legal, research} {
+				line := `apiserver_flowcontrol_nominal_limit_seats{priority_level="` + naming.TenantPriorityLevel(tenant) + `"} `
+				i := strings.Index(string(raw), line)
+				if i < 0 {
+					return errorf("no %s in the API server's metrics", strings.TrimSpace(line))
+				}
+				if got, _, _ := strings.Cut(string(raw[i+len(line):]), "\n"); got != "1" {
+					return errorf("%s%s, want 1", line, got)
+				}
+			}
+			return nil
+		})
+	})
 }
 
 // classified sends one GET with token and returns the flow schema and priority level the API server put it in.
