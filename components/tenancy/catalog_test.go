@@ -18,6 +18,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
 )
 
 const (
@@ -380,9 +381,16 @@ func TestEveryTenantHasAPriorityLevelOfItsOwnThatBorrowsNothing(t *testing.T) {
 		assert.Equal(t, 100.0, spec["lendablePercent"].NumberValue())
 		assert.Equal(t, 0.0, spec["borrowingLimitPercent"].NumberValue())
 		assert.NotContains(t, slices.Collect(maps.Values(pointedAt)), LentSeatsPriorityLevel, "no flow schema points at it")
-		// The bootstrap levels' shares (k8s.io/apiserver v0.34.4 pkg/apis/flowcontrol/bootstrap/default.go) and a
-		// default API server's seats (--max-requests-inflight 400, --max-mutating-requests-inflight 200).
-		const bootstrapShares, serverSeats = 5 + 30 + 40 + 10 + 40 + 100 + 20, 600
+		assert.Equal(t, "Reject", spec["limitResponse"].ObjectValue()["type"].StringValue(), "nothing waits for seats lent away")
+		// The bootstrap levels' shares, as the API server creates them, and a default API server's seats
+		// (--max-requests-inflight 400, --max-mutating-requests-inflight 200).
+		bootstrapShares := 0
+		for _, l := range append(slices.Clone(bootstrap.MandatoryPriorityLevelConfigurations), bootstrap.SuggestedPriorityLevelConfigurations...) {
+			if l.Spec.Limited != nil {
+				bootstrapShares += int(*l.Spec.Limited.NominalConcurrencyShares)
+			}
+		}
+		const serverSeats = 600
 		for _, tenants := range []int{1, 2, 100, 1000} {
 			total := bootstrapShares + int(spec["nominalConcurrencyShares"].NumberValue()) + tenants
 			assert.Equal(t, 1, (serverSeats+total-1)/total, "a tenant's seats among %d tenants", tenants)

@@ -435,11 +435,11 @@ const vclusterObjectNameAnnotation = "vcluster.loft.sh/object-name"
 // (kubernetes v1.34.4 pkg/controller/resourceclaim/controller.go isPodDone; pkg/kubelet/kubelet_pods.go). The device
 // looks free, the next claim gets it. Quota also stops counting a terminal pod. The status subresource also takes a
 // pod's labels, annotations and finalizers as sent (kubernetes v1.34.4 pkg/registry/core/pod/strategy.go
-// podStatusStrategy.PrepareForUpdate resets only the spec, the deletion timestamp and the owner references), and Pod
-// Security does not look at it (k8s.io/pod-security-admission v0.34.4 admission/admission.go ignoredPodSubresources):
-// an annotation added there reaches the container runtime when the pod's containers next start (a CDI device request,
-// an AppArmor or seccomp setting). So a tenant identity's status update may not change the pod's metadata; vCluster's
-// never does: it reads the host pod, applies the status part of its patch only and updates that (pkg/patcher/apply.go
+// podStatusStrategy.PrepareForUpdate resets only the spec, the deletion timestamp and the owner references), out of the
+// sight of every guard bound to pods: an annotation added there reaches the container runtime when the pod's
+// containers next start. The device annotations are checked there too (nodeDevicePolicy); as defence in depth, a
+// tenant identity's status update may not change the pod's metadata at all. vCluster's never does: it applies the
+// status part of its patch to the object it has just updated or read, and updates that (pkg/patcher/apply.go
 // ApplyObjectPatch).
 var podPhasePolicy = admissionPolicy{
 	name:            PodPhasePolicy,
@@ -462,7 +462,7 @@ var podPhasePolicy = admissionPolicy{
 		{
 			expression: `size(variables.metadataChanged) == 0`,
 			message: `'pod ' + object.metadata.name + ': ' + request.userInfo.username + ' may not change metadata.' +
-	variables.metadataChanged.join(', metadata.') + ' through pods/status, which Pod Security and the pod guards do not see; update the pod itself'`,
+	variables.metadataChanged.join(', metadata.') + ' through pods/status, where the guards bound to pods do not look; update the pod itself'`,
 		},
 	},
 	literals: map[string]string{"RESIZE_CONDITIONS": celList(resizeConditions)},

@@ -280,8 +280,8 @@ func TestTheTenantCannotEndAPodBehindTheKubeletsBack(t *testing.T) {
 		}), []string{"status.conditions (PodResizePending, PodResizeInProgress)"}},
 		{"the syncer rewrites the pod's address", statusUpdate(syncer(tenantNS), func(p *corev1.Pod) { p.Status.PodIP = "10.9.9.9" }),
 			[]string{"status.podIP"}},
-		{"the syncer adds an annotation through status, out of Pod Security's sight", statusUpdate(syncer(tenantNS), func(p *corev1.Pod) {
-			p.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/main": "unconfined"}
+		{"the syncer adds an annotation through status", statusUpdate(syncer(tenantNS), func(p *corev1.Pod) {
+			p.Annotations = map[string]string{"example.com/runtime-hint": "x"}
 		}), []string{"may not change metadata.annotations through pods/status"}},
 		{"the syncer relabels a pod through status", statusUpdate(syncer(tenantNS), func(p *corev1.Pod) { p.Labels = map[string]string{"app": "other"} }),
 			[]string{"may not change metadata.labels through pods/status"}},
@@ -640,6 +640,7 @@ func TestVolumeClaimsDoNotBindExistingVolumes(t *testing.T) {
 	assertDenied(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(snapshot(ptr.To("vcluster-team-b")))),
 		[]string{"PersistentVolumeClaim data fills its volume from namespace vcluster-team-b"})
 	assert.Empty(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(snapshot(nil))), "a claim filled from its own namespace's snapshot")
+	assert.Empty(t, h.create(t, tenantNS, pvcGVK, pvcGVR, pvc(snapshot(ptr.To(tenantNS)))), "its own namespace, named")
 	bound := pvc(func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeName = "pv-1" })
 	assertDenied(t, h.admit(t, tenantNS, pvcGVK, pvcGVR, bound, pvc(nil)), []string{"names volume pv-1"})
 	binder := request{namespace: tenantNS, gvk: pvcGVK, gvr: pvcGVR, obj: bound, old: pvc(nil),

@@ -52,9 +52,10 @@ const (
 // controllers, whose slices follow the tenant's Services and pods (the mirroring controller's, of the tenant's own
 // Endpoints, included). And each Endpoints object a tenant identity writes, which the mirroring controller turns into
 // slices (kubernetes v1.34.4 pkg/controller/endpointslicemirroring). Not the Endpoints controller's: no dataplane
-// programs those (kube-proxy and Cilium read slices), the mirroring controller skips them (its skip-mirror label), and
-// they list every pod a Service selects in one object, grouped by port numbers, so a Service over more pods than
-// MaxEndpoints (a raised pods quota) or a rollout that renumbers a named port would have them refused.
+// programs those (kube-proxy and Cilium read slices), and they list every pod a Service selects in one object, grouped
+// by port numbers, so a Service over more pods than MaxEndpoints (a raised pods quota) or a rollout that renumbers a
+// named port would have them refused. The mirroring controller leaves them alone while their Service has a selector;
+// one the tenant leaves behind by taking the selector off is mirrored into slices, which the slice bound holds.
 var endpointsPolicy = admissionPolicy{
 	name: EndpointsPolicy,
 	rules: []admissionRule{

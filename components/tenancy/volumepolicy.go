@@ -39,7 +39,8 @@ var volumeClaimPolicy = admissionPolicy{
 			// fills the new volume from another namespace's volume or snapshot; vCluster copies the namespace as written
 			// (persistentvolumeclaims/translate.go).
 			// Read as a map key through dyn: "namespace" is a CEL reserved word, not a field name CEL can select.
-			expression: `!has(object.spec.dataSourceRef) || !('namespace' in dyn(object.spec.dataSourceRef))`,
+			expression: `!has(object.spec.dataSourceRef) || !('namespace' in dyn(object.spec.dataSourceRef)) ||
+	string(dyn(object.spec.dataSourceRef)['namespace']) in ['', request.namespace]`,
 			message: `'tenant ' + variables.tenant + ': PersistentVolumeClaim ' + object.metadata.name +
 	' fills its volume from namespace ' + string(dyn(object.spec.dataSourceRef)['namespace']) +
 	'; the data source of a tenant claim must be in its own namespace'`,

@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 )
@@ -314,7 +313,7 @@ func (a *auditor) vclusters() int {
 		s := &a.snap.VClusterConfigs[i]
 		tenant, ok := a.tenants[s.Namespace]
 		release, isConfig := strings.CutPrefix(s.Name, ConfigSecretPrefix)
-		if !ok || !isConfig || !a.chartsOwn(s.ObjectMeta, tenant, release) {
+		if !ok || !isConfig || !a.ownRelease(tenant, release) {
 			continue
 		}
 		n++
@@ -356,11 +355,9 @@ func (a *auditor) vclusters() int {
 	return n
 }
 
-// chartsOwn says whether an object is the vCluster chart's: its label says so, or it is the tenant's own release,
-// read by name, whose label the tenant's syncer may have taken off.
-func (a *auditor) chartsOwn(m metav1.ObjectMeta, tenant, release string) bool {
-	return m.Labels[vclusterAppLabel] == vclusterApp || release == tenant
-}
+// ownRelease says whether release is the tenant's own vCluster release, the one the platform deploys in its
+// namespace; its labels are the tenant's syncer's to change, so they say nothing.
+func (a *auditor) ownRelease(tenant, release string) bool { return release == tenant }
 
 // pinned checks that a vCluster's config is the one its control plane was rendered with: the chart renders the
 // config Secret and the StatefulSet of the same release together, the StatefulSet's pod template pinning the config's
@@ -395,7 +392,7 @@ func (a *auditor) pinned(s *corev1.Secret, tenant, release string, values map[st
 // statefulSet is the vCluster chart's StatefulSet of release in namespace, or nil.
 func (a *auditor) statefulSet(namespace, release string) *appsv1.StatefulSet {
 	for i := range a.snap.VClusterStatefulSets {
-		if st := &a.snap.VClusterStatefulSets[i]; st.Namespace == namespace && st.Name == release && a.chartsOwn(st.ObjectMeta, a.tenants[namespace], release) {
+		if st := &a.snap.VClusterStatefulSets[i]; st.Namespace == namespace && st.Name == release && a.ownRelease(a.tenants[namespace], release) {
 			return st
 		}
 	}

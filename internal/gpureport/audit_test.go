@@ -237,8 +237,8 @@ func TestAuditFindings(t *testing.T) {
 			modify: func(t *testing.T, s *Snapshot) {
 				c := &s.VClusterConfigs[0]
 				c.Data[ConfigSecretKey] = append([]byte("# edited\n"), c.Data[ConfigSecretKey]...)
-				delete(c.Labels, vclusterAppLabel)
-				delete(s.VClusterStatefulSets[0].Labels, vclusterAppLabel)
+				delete(c.Labels, "app")
+				delete(s.VClusterStatefulSets[0].Labels, "app")
 			},
 			want: []found{{CheckVClusterConfigTampered, legal, ObjectRef{"Secret", legalNS, "vc-config-legal-ai"}}},
 		},
@@ -324,6 +324,9 @@ func TestAuditVClusterSync(t *testing.T) {
 			s := configSecret(t, legalNS, "copy", map[string]any{"enabled": true})
 			delete(s.Labels, "app")
 			return s
+		}},
+		{"another release's config, labelled as the chart labels it", func(t *testing.T) corev1.Secret {
+			return configSecret(t, legalNS, "copy", map[string]any{"enabled": true})
 		}},
 	}
 	for _, tc := range others {

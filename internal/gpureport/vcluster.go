@@ -21,8 +21,6 @@ import (
 const (
 	ConfigSecretPrefix = "vc-config-"
 	ConfigSecretKey    = "config.yaml"
-	vclusterAppLabel   = "app"
-	vclusterApp        = "vcluster"
 )
 
 // ConfigHashAnnotation is the pod template annotation by which the chart's StatefulSet pins its config: the hex

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 )
 
@@ -357,7 +359,18 @@ func legitimateFor(class string) []legitimate {
 			})},
 		{"the Endpoints controller's Endpoints while a named port is renumbered", "kubernetes v1.34.4 pkg/controller/endpoint (one subset per port set)",
 			func(ctx context.Context, _ kubernetes.Interface, tenant, ns string) error {
-				// Not the tenant's identity: the controller's. Old and new pods give two subsets of a 10-port Service.
+				// Not the tenant's identity: the controller's, impersonated. Old and new pods give two subsets of a
+				// 10-port Service.
+				cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+				if err != nil {
+					return err
+				}
+				cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:endpoint-controller",
+					Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
+				controller, err := kubernetes.NewForConfig(cfg)
+				if err != nil {
+					return err
+				}
 				e := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "wide", Namespace: ns}}
 				for subset, base := range []int32{8000, 9000} {
 					var ss corev1.EndpointSubset
@@ -367,7 +380,7 @@ func legitimateFor(class string) []legitimate {
 					}
 					e.Subsets = append(e.Subsets, ss)
 				}
-				_, err := client.CoreV1().Endpoints(ns).Create(ctx, e, dryRun)
+				_, err = controller.CoreV1().Endpoints(ns).Create(ctx, e, dryRun)
 				return err
 			}},
 		{"a volume claim of a storage class", "vc:pkg/controllers/resources/persistentvolumeclaims/translate.go",
