@@ -64,8 +64,9 @@ func probePod(namespace string, tolerations []string) *corev1.Pod {
 // variables) runs before the validating policies (kubernetes v1.34.4 pkg/kubeapiserver/options/plugins.go), so every
 // tenant pod, the vCluster's own control plane included, would be refused. It dry-runs a probe pod in namespace (one
 // of the stack's tenant namespaces when one exists, where the cluster treats it as a tenant's, else default) and
-// compares what comes back with the platform's admission settings, naming the key that admits each rewrite.
-func (l *liveCluster) hostRewrites(ctx context.Context, c *PlatformArgs, namespace string) error {
+// compares what comes back with the platform's admission settings, naming the key that admits each rewrite. A default
+// priority below the tenants' band is no refusal but an unfairness, which it warns of.
+func (l *liveCluster) hostRewrites(ctx context.Context, c *PlatformArgs, namespace string, warn func(string)) error {
 	var taints []string
 	for _, t := range c.GPUPools() {
 		if t.Taint.Key != "" && !slices.Contains(taints, t.Taint.Key) {
@@ -92,6 +93,9 @@ func (l *liveCluster) hostRewrites(ctx context.Context, c *PlatformArgs, namespa
 				"if the cluster itself changes every pod, admit what it sets in %s", namespace, err, path)
 		}
 		return fmt.Errorf("finding out what the cluster does to a tenant pod (a server-side dry run in namespace %s): %w", namespace, err)
+	}
+	if w := lowDefaultPriority(got, c.Admission.WithDefaults(), path); w != "" {
+		warn(w)
 	}
 	problems := rewrites(got, taints, c.Admission.WithDefaults(), path)
 	if len(problems) == 0 {
@@ -132,6 +136,20 @@ func (l *liveCluster) probe(ctx context.Context, namespace string, tolerations [
 		return nil, err
 	}
 	return &got, nil
+}
+
+// lowDefaultPriority warns when the cluster's default PriorityClass gives the probe pod a priority below the highest a
+// tenant's own class may have: every tenant pod without a class then runs at that default, and a tenant whose vCluster
+// writes a class at the top of the band (gpu-tenancy-tenant-priority-classes admits it) preempts the other tenants'
+// pods and is evicted after them.
+func lowDefaultPriority(got *corev1.Pod, admission tenancy.AdmissionArgs, path *field.Path) string {
+	prio := ptr.Deref(got.Spec.Priority, 0)
+	if got.Spec.PriorityClassName == "" || int(prio) >= *admission.MaxTenantPriority {
+		return ""
+	}
+	return fmt.Sprintf("the cluster's default PriorityClass %q gives every pod priority %d, below the %d a tenant's own class may "+
+		"have: a tenant whose vCluster writes a class of %d preempts the other tenants' pods of the default; set %s to %d",
+		got.Spec.PriorityClassName, prio, *admission.MaxTenantPriority, *admission.MaxTenantPriority, path.Child("maxTenantPriority"), prio)
 }
 
 // rewrites are what the cluster did to the probe pod (sent with tolerations of taints) that the guards would refuse
@@ -238,7 +256,7 @@ func (c *PlatformArgs) probeBuiltCluster(ctx *pulumi.Context, kubeconfig pulumi.
 		for _, w := range l.nodeExposures(goctx, c.platformPool()) {
 			warn(w)
 		}
-		return nil, l.hostRewrites(goctx, c, l.probeNamespace(goctx, tenants))
+		return nil, l.hostRewrites(goctx, c, l.probeNamespace(goctx, tenants), warn)
 	}).(pulumi.ResourceArrayOutput)
 }
 

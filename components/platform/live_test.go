@@ -273,12 +273,48 @@ func TestAProbeRefusedByTheGuardsInATenantNamespaceIsReadInDefault(t *testing.T)
 			}
 			l, err := connect(f.kubeconfig())
 			require.NoError(t, err)
-			err = l.hostRewrites(t.Context(), &PlatformArgs{Admission: c.admission}, ns)
+			err = l.hostRewrites(t.Context(), &PlatformArgs{Admission: c.admission}, ns, func(string) {})
 			if c.want == "" {
 				assert.NoError(t, err)
 				return
 			}
 			assert.ErrorContains(t, err, c.want)
+		})
+	}
+}
+
+// A default PriorityClass below the tenants' band refuses nothing, and is said: a tenant whose vCluster writes a class
+// at the top of the band would preempt the other tenants' pods of the default.
+func TestADefaultPriorityBelowTheTenantsBandIsSaid(t *testing.T) {
+	for name, c := range map[string]struct {
+		class    string
+		priority int
+		want     string
+	}{
+		"below the band":         {"batch-default", -10, `default PriorityClass "batch-default" gives every pod priority -10`},
+		"at the top of the band": {"zero-default", 0, ""},
+		"no default class":       {"", 0, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			f.mutate = func(pod map[string]any) {
+				spec := pod["spec"].(map[string]any)
+				if c.class != "" {
+					spec["priorityClassName"] = c.class
+				}
+				spec["priority"] = c.priority
+			}
+			l, err := connect(f.kubeconfig())
+			require.NoError(t, err)
+			var warned []string
+			require.NoError(t, l.hostRewrites(t.Context(), &PlatformArgs{}, "default", func(w string) { warned = append(warned, w) }))
+			if c.want == "" {
+				assert.Empty(t, warned)
+				return
+			}
+			require.Len(t, warned, 1)
+			assert.Contains(t, warned[0], c.want)
+			assert.Contains(t, warned[0], "maxTenantPriority to -10")
 		})
 	}
 }

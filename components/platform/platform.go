@@ -308,7 +308,7 @@ func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig
 		}
 	}
 	if len(tenants) > 0 {
-		if err := l.hostRewrites(goctx, c, l.probeNamespace(goctx, tenants)); err != nil {
+		if err := l.hostRewrites(goctx, c, l.probeNamespace(goctx, tenants), warn); err != nil {
 			return "", err
 		}
 	}
