@@ -94,10 +94,11 @@ func (l *liveCluster) hostRewrites(ctx context.Context, c *PlatformArgs, namespa
 		}
 		return fmt.Errorf("finding out what the cluster does to a tenant pod (a server-side dry run in namespace %s): %w", namespace, err)
 	}
-	if w := lowDefaultPriority(got, c.Admission.WithDefaults(), path); w != "" {
+	admission := c.Admission.WithDefaults()
+	if w := lowDefaultPriority(got, admission, path); w != "" {
 		warn(w)
 	}
-	problems := rewrites(got, taints, c.Admission.WithDefaults(), path)
+	problems := rewrites(got, taints, admission, path)
 	if len(problems) == 0 {
 		return nil
 	}

@@ -628,12 +628,19 @@ func nodeKubelet(t *testing.T, ctx context.Context, node string) kubernetes.Inte
 	t.Cleanup(func() {
 		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
 	})
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	require.NoError(t, err)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:nodes", "system:authenticated"}}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := impersonating(user, "system:nodes", "system:authenticated")
 	require.NoError(t, err)
 	return cs
+}
+
+// impersonating is a client of the admin's that acts as user in groups.
+func impersonating(user string, groups ...string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	return kubernetes.NewForConfig(cfg)
 }
 
 // resizePending is a pod status patch that says a resize waits, with which the scheduler and the quota count the

@@ -19,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 )
 
@@ -361,13 +359,8 @@ func legitimateFor(class string) []legitimate {
 			func(ctx context.Context, _ kubernetes.Interface, tenant, ns string) error {
 				// Not the tenant's identity: the controller's, impersonated. Old and new pods give two subsets of a
 				// 10-port Service.
-				cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-				if err != nil {
-					return err
-				}
-				cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:endpoint-controller",
-					Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
-				controller, err := kubernetes.NewForConfig(cfg)
+				controller, err := impersonating("system:serviceaccount:kube-system:endpoint-controller",
+					"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated")
 				if err != nil {
 					return err
 				}
