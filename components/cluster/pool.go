@@ -2,9 +2,7 @@ package cluster
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
@@ -105,29 +103,4 @@ func ValidateZoneOffers(path *field.Path, value string, zones []string, zone str
 	return field.ErrorList{field.Invalid(path, value, fmt.Sprintf(
 		"is not offered in zone %s (%s); zones known to offer it: %s; if it is offered there now, set %s: true",
 		zone, clusterPath.Child("zone"), strings.Join(zones, ", "), clusterPath.Child("allowUnlistedZone")))}
-}
-
-// MinKubernetesMinor is the oldest Kubernetes minor the platform supports: DRA on resource.k8s.io/v1 is GA from 1.34
-// (https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/).
-const MinKubernetesMinor = 34
-
-var (
-	versionRE   = regexp.MustCompile(`^1\.([0-9]+)(\.[0-9]+)?(-gke\.[0-9]+)?$`)
-	minorOnlyRE = regexp.MustCompile(`^1\.[0-9]+$`)
-)
-
-// ValidateKubernetesVersion checks a cloud cluster's Kubernetes version. A non-empty minorOnly refuses a patch
-// version and says why (Kapsule takes only x.y while auto-upgrade is on).
-func ValidateKubernetesVersion(path *field.Path, v, minorOnly string) field.ErrorList {
-	m := versionRE.FindStringSubmatch(v)
-	if m == nil {
-		return field.ErrorList{field.Invalid(path, v, "must be a Kubernetes version such as 1.35 or 1.35.2")}
-	}
-	if minor, _ := strconv.Atoi(m[1]); minor < MinKubernetesMinor {
-		return field.ErrorList{field.Invalid(path, v, fmt.Sprintf("must be 1.%d or later: DRA on resource.k8s.io/v1 needs it", MinKubernetesMinor))}
-	}
-	if minorOnly != "" && !minorOnlyRE.MatchString(v) {
-		return field.ErrorList{field.Invalid(path, v, "must be a minor version such as 1.35 "+minorOnly)}
-	}
-	return nil
 }

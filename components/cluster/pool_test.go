@@ -76,29 +76,6 @@ func TestValidatePartition(t *testing.T) {
 	}
 }
 
-func TestValidateKubernetesVersion(t *testing.T) {
-	cases := []struct {
-		name, version, minorOnly, want string
-	}{
-		{"a minor version", "1.35", "", ""},
-		{"a patch version", "1.35.2", "", ""},
-		{"a GKE version", "1.34.1-gke.1000", "", ""},
-		{"too old", "1.33", "", "1.34 or later"},
-		{"not a version", "latest", "", "such as 1.35"},
-		{"a patch where only a minor will do", "1.35.2", "while autoUpgrade.enabled is true", "while autoUpgrade.enabled is true"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			errs := ValidateKubernetesVersion(field.NewPath("v"), c.version, c.minorOnly)
-			if c.want == "" {
-				assert.Empty(t, errs)
-				return
-			}
-			assert.Contains(t, errs.ToAggregate().Error(), c.want)
-		})
-	}
-}
-
 func TestTaintValidate(t *testing.T) {
 	cases := []struct {
 		name  string

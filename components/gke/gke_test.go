@@ -29,7 +29,7 @@ func TestValidateRefusesPoolNamesThatAreNoLabelValues(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			args := ClusterArgs{Project: "acme-gpu", Zone: "us-central1-a", GPUPools: []GPUPoolSpec{{
 				PoolSpec: cluster.PoolSpec{Name: tc.pool}, MachineType: "a2-highgpu-1g", Accelerator: "nvidia-tesla-a100"}}}
-			errs := args.Validate(field.NewPath("gpu-tenancy:gke"), field.NewPath("gpu-tenancy:gpuPools"))
+			errs := args.Validate(field.NewPath("gpu-tenancy:gke"), field.NewPath("gpu-tenancy:gpuPools"), cluster.Date(2026, 12, 5))
 			var labelErrs []string
 			for _, e := range errs {
 				if strings.Contains(e.Detail, "GCP label "+naming.CostPoolKey) {

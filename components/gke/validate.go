@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
@@ -31,7 +32,7 @@ func Region(zone string) string {
 
 // Validate checks the cluster (at path) and its GPU pools (at poolsPath) against GKE's rules and the accelerator
 // table; it is the single owner of these rules, for the stack config and for gkecluster.NewCluster alike.
-func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
+func (a *ClusterArgs) Validate(path, poolsPath *field.Path, now time.Time) field.ErrorList {
 	var errs field.ErrorList
 	switch {
 	case a.Project == "":
@@ -48,9 +49,7 @@ func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 	default:
 		zoneOK = true
 	}
-	if a.KubernetesVersion != "" {
-		errs = append(errs, cluster.ValidateKubernetesVersion(path.Child("kubernetesVersion"), a.KubernetesVersion, "")...)
-	}
+	errs = append(errs, a.VersionCheck(path, now).Errs...)
 	if a.ReleaseChannel != "" && !slices.Contains(ReleaseChannels, a.ReleaseChannel) {
 		errs = append(errs, field.NotSupported(path.Child("releaseChannel"), a.ReleaseChannel, ReleaseChannels))
 	}
@@ -80,6 +79,15 @@ func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 		errs = append(errs, cluster.ValidatePartition(pp.Child("partition"), pool.Partition, acc.model)...)
 	}
 	return append(errs, fieldcheck.UniqueNames(poolsPath, names)...)
+}
+
+// VersionCheck checks the cluster's Kubernetes version (the cluster's block at path) against GKE's support table on
+// day now; "" leaves the version to GKE and is not checked.
+func (a *ClusterArgs) VersionCheck(path *field.Path, now time.Time) cluster.VersionCheck {
+	if a.KubernetesVersion == "" {
+		return cluster.VersionCheck{}
+	}
+	return SupportedVersions.CheckKubernetesVersion(path.Child("kubernetesVersion"), a.KubernetesVersion, "", now)
 }
 
 func validateMachine(pp *field.Path, pool GPUPoolSpec, acc accelerator) field.ErrorList {

@@ -9,6 +9,7 @@ package platform
 import (
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
@@ -144,6 +145,9 @@ type PlatformArgs struct {
 	// live are the groups whose stacks hold tenants' namespaces on the cluster (LiveGroups), which place the tenants
 	// whose config records no group.
 	live map[string]int
+	// now is the day the cloud's Kubernetes version is checked against its end of support; zero is today (tests pin
+	// it).
+	now time.Time
 
 	// BaseDir is where relative paths of the args (local charts, the existing cluster's kubeconfig file) are taken
 	// from; empty takes the program's root directory.
@@ -151,6 +155,14 @@ type PlatformArgs struct {
 	// Keys says how errors name the keys: as properties (tenants[0].name) when zero; Load sets the ones it decoded
 	// with, so a stack's errors name `gpu-tenancy:tenants[0].name` whichever validation finds them.
 	Keys Keys
+}
+
+// today is the day versions are checked against the clouds' ends of support: now, or the day a test pinned.
+func (c *PlatformArgs) today() time.Time {
+	if c.now.IsZero() {
+		return time.Now()
+	}
+	return c.now
 }
 
 // TenantArgs are one entry of the tenants key: the tenant's host-side settings, the size of its vCluster, and in an

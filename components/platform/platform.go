@@ -468,35 +468,15 @@ var cloudClusters = map[cluster.Flavour]struct {
 	cluster.Scaleway: {"kapsule", "Kapsule", func(c *PlatformArgs) any { return &c.Scaleway }},
 }
 
-// sharingTenants are the tenants without GPU pools of their own in config (PoolSpec.Tenant), whose pods share nodes.
-func (c *PlatformArgs) sharingTenants() []string {
-	pools := c.poolSpecs()
-	var out []string
-	for _, t := range c.Tenants {
-		if !slices.ContainsFunc(pools, func(p cluster.PoolSpec) bool { return p.Tenant == t.Name }) {
-			out = append(out, t.Name)
-		}
-	}
-	return out
-}
-
-// exposures are what the config leaves open that a guard cannot close (docs/threat-model.md, "Shared nodes"), said
-// on every preview and up.
+// exposures are what the config leaves open that a guard cannot close (docs/threat-model.md, "Shared nodes"), and a
+// Kubernetes version the cloud's support table cannot vouch for, said on every preview and up.
 func (c *PlatformArgs) exposures() []string {
-	version, key := "", ""
+	var said []string
 	switch c.Cloud {
 	case cluster.GKE:
-		version, key = c.GKE.WithDefaults().KubernetesVersion, "gke.kubernetesVersion"
+		said = c.GKE.VersionCheck(c.Keys.Path(keyGKE), c.today()).Warnings
 	case cluster.Scaleway:
-		version, key = c.Scaleway.WithDefaults().KubernetesVersion, "scaleway.kubernetesVersion"
-	}
-	var said []string
-	if shared := c.sharingTenants(); len(shared) > 1 && (version == "1.34" || strings.HasPrefix(version, "1.34.")) {
-		said = append(said, fmt.Sprintf("%s is %s: its kubelets do not check image-pull credentials of cached images "+
-			"(KubeletEnsureSecretPulledImages is alpha and off before 1.35), so tenants %s, which share nodes, can run each "+
-			"other's private images cached on them; use 1.35, or give tenants with private images pools of their own (%s) "+
-			"(docs/threat-model.md, \"Shared nodes\")", c.Keys.Path(key), version, strings.Join(shared, ", "),
-			c.Keys.Path(keyGPUPools).Child("tenant")))
+		said = c.Scaleway.VersionCheck(c.Keys.Path(keyScaleway), c.today()).Warnings
 	}
 	if len(c.Tenants) > 0 && !c.platformPool() {
 		key := map[cluster.Flavour]string{cluster.GKE: "gke.tenantPool", cluster.Scaleway: "scaleway.tenantPool",

@@ -427,8 +427,8 @@ func TestARelativePathWithoutABaseIsRefused(t *testing.T) {
 }
 
 // What the config leaves open beyond any guard is said on every preview: tenants' pods beside the platform's
-// controllers on the system pool, a cloud cluster on 1.34 serves cached private images to any tenant, and Calico on
-// Kapsule lets tenants without blocked ranges reach the nodes' kubelets.
+// controllers on the system pool, a Kubernetes version the cloud's table does not know, and Calico on Kapsule lets
+// tenants without blocked ranges reach the nodes' kubelets.
 func TestTheExposuresOfTheConfigAreSaid(t *testing.T) {
 	tenant := func(name string, blocked ...string) TenantArgs {
 		return TenantArgs{TenantArgs: tenancy.TenantArgs{Name: name, BlockedEgressCIDRs: blocked}}
@@ -446,18 +446,10 @@ func TestTheExposuresOfTheConfigAreSaid(t *testing.T) {
 		args PlatformArgs
 		want []string
 	}{
-		{"GKE on 1.34", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.34"}, Tenants: []TenantArgs{tenant("team-a"), tenant("team-b")}},
-			[]string{"gke.kubernetesVersion is 1.34", "tenants team-a, team-b, which share nodes", "private images", "gpuPools.tenant"}},
-		{"Kapsule on a 1.34 patch", PlatformArgs{Cloud: cluster.Scaleway, Scaleway: scaleway.ClusterArgs{KubernetesVersion: "1.34.2"},
-			Tenants: []TenantArgs{tenant("team-a"), tenant("team-b")}},
-			[]string{"scaleway.kubernetesVersion is 1.34.2", "private images"}},
-		{"GKE on 1.34 names only the tenants that share nodes", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.34",
-			GPUPools: []gke.GPUPoolSpec{{PoolSpec: cluster.PoolSpec{Name: "a", Tenant: "team-a"}}}},
-			Tenants: []TenantArgs{tenant("team-a"), tenant("team-b"), tenant("team-c")}},
-			[]string{"tenants team-b, team-c, which share nodes"}},
-		{"GKE on 1.34 with one tenant sharing, whom no other meets", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.34",
-			GPUPools: []gke.GPUPoolSpec{{PoolSpec: cluster.PoolSpec{Name: "a", Tenant: "team-a"}}}},
-			Tenants: []TenantArgs{tenant("team-a"), tenant("team-b")}}, nil},
+		{"GKE on a minor newer than its table", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.99"}},
+			[]string{"gke.kubernetesVersion is 1.99, newer than the GKE versions"}},
+		{"Kapsule on a minor newer than its table", PlatformArgs{Cloud: cluster.Scaleway, Scaleway: scaleway.ClusterArgs{KubernetesVersion: "1.99"}},
+			[]string{"scaleway.kubernetesVersion is 1.99, newer than the Kapsule versions"}},
 		{"GKE's default version", PlatformArgs{Cloud: cluster.GKE}, nil},
 		{"GKE on 1.35", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.35"}}, nil},
 		{"an existing cluster, whose kubelets the program does not configure", PlatformArgs{Cloud: cluster.Existing}, nil},
@@ -481,6 +473,27 @@ func TestTheExposuresOfTheConfigAreSaid(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A cloud cluster's Kubernetes version is checked against the cloud's support table on the day the program runs: a
+// Kapsule minor past its verified end of support is refused naming the key and what is supported that day; a GKE minor
+// past a date that could not be verified is warned of instead.
+func TestKubernetesVersionsPastTheirEndOfSupport(t *testing.T) {
+	kapsule := PlatformArgs{Cloud: cluster.Scaleway, Scaleway: scaleway.ClusterArgs{KubernetesVersion: "1.35"}}
+	kapsule.now = cluster.Date(2027, 3, 19)
+	assert.NotContains(t, kapsule.Validate().ToAggregate().Error(), "kubernetesVersion")
+	kapsule.now = cluster.Date(2027, 3, 20)
+	assert.ErrorContains(t, kapsule.Validate().ToAggregate(),
+		`scaleway.kubernetesVersion: Invalid value: "1.35": left Kapsule's support after 2027-03-19`)
+	assert.ErrorContains(t, kapsule.Validate().ToAggregate(), "supported today: 1.36")
+
+	gkeArgs := PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.35"}}
+	gkeArgs.GKE.TenantPool = &gke.SystemPoolArgs{}
+	gkeArgs.now = cluster.Date(2027, 4, 12)
+	assert.NotContains(t, gkeArgs.Validate().ToAggregate().Error(), "kubernetesVersion")
+	warnings := gkeArgs.exposures()
+	require.Len(t, warnings, 1)
+	assert.Contains(t, warnings[0], "gke.kubernetesVersion is 1.35, whose end of GKE support is given as 2027-04-11, now past")
 }
 
 // Tenants' pods beside the platform's controllers on the system pool are said, naming the key that gives the

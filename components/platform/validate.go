@@ -28,9 +28,9 @@ func (c *PlatformArgs) Validate() field.ErrorList {
 	}
 	switch c.Cloud {
 	case cluster.GKE:
-		errs = append(errs, c.GKE.Validate(path(keyGKE), path(keyGPUPools))...)
+		errs = append(errs, c.GKE.Validate(path(keyGKE), path(keyGPUPools), c.today())...)
 	case cluster.Scaleway:
-		errs = append(errs, c.Scaleway.Validate(path(keyScaleway), path(keyGPUPools))...)
+		errs = append(errs, c.Scaleway.Validate(path(keyScaleway), path(keyGPUPools), c.today())...)
 	case cluster.Existing:
 		errs = append(errs, validateKubeconfigSource(c, path)...)
 		errs = append(errs, c.Existing.Validate(path(keyGPUPools))...)

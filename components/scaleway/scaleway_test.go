@@ -29,7 +29,7 @@ func TestValidateRefusesPoolNamesThatAreNoTagValues(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			args := ClusterArgs{Zone: "fr-par-2", KubernetesVersion: "1.35", CNI: "cilium",
 				GPUPools: []GPUPoolSpec{{PoolSpec: cluster.PoolSpec{Name: tc.pool}, NodeType: "L4-1-24G"}}}
-			errs := args.Validate(field.NewPath("gpu-tenancy:scaleway"), field.NewPath("gpu-tenancy:gpuPools"))
+			errs := args.Validate(field.NewPath("gpu-tenancy:scaleway"), field.NewPath("gpu-tenancy:gpuPools"), cluster.Date(2026, 12, 5))
 			var tagErrs []string
 			for _, e := range errs {
 				if strings.Contains(e.Detail, "tag "+naming.CostPoolKey) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
@@ -16,9 +17,19 @@ var CNIs = []string{"cilium", "calico"}
 
 var weekdays = []string{"any", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
 
+// VersionCheck checks the cluster's Kubernetes version (the cluster's block at path) against Kapsule's support table
+// on day now.
+func (a *ClusterArgs) VersionCheck(path *field.Path, now time.Time) cluster.VersionCheck {
+	minorOnly := ""
+	if a.AutoUpgrade.IsEnabled() {
+		minorOnly = fmt.Sprintf("while %s is true", path.Child("autoUpgrade", "enabled"))
+	}
+	return SupportedVersions.CheckKubernetesVersion(path.Child("kubernetesVersion"), a.KubernetesVersion, minorOnly, now)
+}
+
 // Validate checks the cluster (at path) and its GPU pools (at poolsPath) against Kapsule's rules and the node-type
 // table; it is the single owner of these rules, for the stack config and for kapsule.NewCluster alike.
-func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
+func (a *ClusterArgs) Validate(path, poolsPath *field.Path, now time.Time) field.ErrorList {
 	var errs field.ErrorList
 	zoneOK := false
 	switch {
@@ -29,11 +40,7 @@ func (a *ClusterArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 	default:
 		zoneOK = true
 	}
-	minorOnly := ""
-	if a.AutoUpgrade.IsEnabled() {
-		minorOnly = fmt.Sprintf("while %s is true", path.Child("autoUpgrade", "enabled"))
-	}
-	errs = append(errs, cluster.ValidateKubernetesVersion(path.Child("kubernetesVersion"), a.KubernetesVersion, minorOnly)...)
+	errs = append(errs, a.VersionCheck(path, now).Errs...)
 	if e := fieldcheck.OneOf(path.Child("cni"), a.CNI, CNIs); e != nil {
 		errs = append(errs, e)
 	}

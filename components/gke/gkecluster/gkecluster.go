@@ -6,6 +6,7 @@ package gkecluster
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -51,7 +52,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *gke.ClusterArgs, opts ..
 	if args == nil {
 		return nil, fmt.Errorf("GKE cluster %q: args are required", name)
 	}
-	if errs := args.Validate(field.NewPath("gke"), field.NewPath("gpuPools")); len(errs) > 0 {
+	if errs := args.Validate(field.NewPath("gke"), field.NewPath("gpuPools"), time.Now()); len(errs) > 0 {
 		return nil, fmt.Errorf("GKE cluster %q: %w", name, errs.ToAggregate())
 	}
 	comp := &Cluster{}

@@ -7,6 +7,7 @@ package kapsule
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -46,7 +47,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *scaleway.ClusterArgs, op
 	if args == nil {
 		return nil, fmt.Errorf("Kapsule cluster %q: args are required", name)
 	}
-	if errs := args.Validate(field.NewPath("scaleway"), field.NewPath("gpuPools")); len(errs) > 0 {
+	if errs := args.Validate(field.NewPath("scaleway"), field.NewPath("gpuPools"), time.Now()); len(errs) > 0 {
 		return nil, fmt.Errorf("Kapsule cluster %q: %w", name, errs.ToAggregate())
 	}
 	comp := &Cluster{}
