@@ -9,7 +9,8 @@
 #   scripts/build-tools.sh --force    rebuild everything
 #
 # Output:
-#   .tools/bin/{pulumi,pulumi-language-yaml,etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-state-metrics,vcluster-config,promql-eval}
+#   .tools/bin/{pulumi,pulumi-language-yaml,etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-state-metrics,
+#               vcluster-config,promql-eval}
 #   .tools/bin/gpu-tenancy-policy     the project's policy pack (./policy), rebuilt on every run
 #   .tools/bin/pulumi-resource-gpu-tenancy  the component provider (./provider), rebuilt on every run
 #   .tools/pulumi-home/plugins/resource-kubernetes-v4.32.0/pulumi-resource-kubernetes
@@ -34,7 +35,7 @@ LOCK=${GT_HEAVY_LOCK:-/tmp/gt-heavy.lock}
 PULUMI_VERSION=v3.274.1
 # The version the pulumi-kubernetes Go SDK (v4.32.0) asks the engine for.
 K8S_PROVIDER_VERSION=4.32.0
-KUBE_VERSION=v1.34.4
+KUBE_VERSION=v1.36.3
 VCLUSTER_VERSION=v0.36.1
 
 FORCE=0
@@ -162,10 +163,9 @@ required_version() {
 	(cd "$1" && go list -m -f '{{.Version}}' "$2")
 }
 
-# One module for the local stack's tools (etcd, the control plane, the pulumi CLI and its YAML host), and one for the
-# kubernetes provider (its code needs an older pulumi/pkg than the CLI is), both at the product's versions of every
-# module they share with it: each SDK and Kubernetes library compiles once for the tools and the product's tests
-# (tests/build checks the versions).
+# One module for the local stack's tools (etcd, the pulumi CLI and its YAML host), and one for the kubernetes provider
+# (its code needs an older pulumi/pkg than the CLI is), both at the product's versions of every module they share with
+# it: each SDK and library compiles once for the tools and the product's tests (tests/build checks the versions).
 LS=$MODS/localstack
 
 # The kubernetes provider's generated files, in place before its stamp is taken.
@@ -188,14 +188,17 @@ cmp -s "$kp_src/terraform-mapping.json" "$kp/terraform-mapping.json" ||
 wanted etcd && build etcd "$LS" "$BIN" "" ./etcd
 
 # --- kube-apiserver, kube-controller-manager, kube-scheduler ---------------------------------
-# The same variables k8s.io/kubernetes hack/lib/version.sh sets, so clients parse the version.
+# The control plane, from the Kubernetes v1.36 module (scripts/tools/k8s-0.36), newer than the product's client
+# libraries (v0.34), as a client may be. The same variables k8s.io/kubernetes hack/lib/version.sh sets, so clients
+# parse the version.
+K8S036=$MODS/k8s-0.36
 kube_ldflags=""
 for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
 	minor=${KUBE_VERSION#v1.}
 	kube_ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor%%.*}"
 	kube_ldflags+=" -X $pkg.gitTreeState=clean"
 done
-wanted kube && build kube "$LS" "$BIN" "$kube_ldflags" \
+wanted kube && build kube "$K8S036" "$BIN" "$kube_ldflags" \
 	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
 
 # --- pulumi CLI and the YAML language host ----------------------------------------------------
@@ -235,14 +238,13 @@ fi
 # --- kube-state-metrics, vcluster-config and promql-eval --------------------------------------
 # kube-state-metrics at the release the monitoring component deploys, for the end-to-end alert test, and
 # vcluster-config, vCluster's own config loader (loft-sh/vcluster pkg/config) at the release the chart comes from, so
-# the unit tests validate the values the program renders as vCluster itself reads them. One module and one build, as
-# both require k8s.io v0.36, newer than the product's v0.34: the Kubernetes libraries compile once for the two. Its
+# the unit tests validate the values the program renders as vCluster itself reads them. The module of the control plane,
+# as both require k8s.io v0.36, newer than the product's v0.34: the Kubernetes libraries compile once for all of them. Its
 # github.com/loft-sh/api/v4 is unknown to the checksum database: go.sum is committed. The version variables are the
 # ones kube-state-metrics' own Makefile sets (k8s.io/kube-state-metrics/v2@v2.20.0 Makefile). promql-eval runs the
 # alert rules through Prometheus's rule evaluator for the rule tests; its own module, as Prometheus requires k8s.io
 # v0.37.
 KSM_VERSION=v2.20.0
-K8S036=$MODS/k8s-0.36
 wanted k8s-0.36 && build k8s-0.36 "$K8S036" "$BIN" \
 	"-X github.com/prometheus/common/version.Version=$KSM_VERSION -X k8s.io/kube-state-metrics/v2/pkg/app.ClientGoVersion=$(required_version "$K8S036" k8s.io/client-go)" \
 	./kube-state-metrics ./vcluster-config

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/plan"
 )
 
 // repoRoot is the project directory as seen from this package's directory, where go test runs.
@@ -238,4 +240,67 @@ func TestPlanKeepsPathsAsTheStackFileSpellsThem(t *testing.T) {
 	root, doc := planOf(t, "local")
 	assert.NotContains(t, doc, root)
 	assert.Contains(t, doc, `"chart": ".tools/charts/vcluster"`, "the local stack's vcluster.chart.path")
+}
+
+// An existing stack's upgrade from Kubernetes 1.35 to 1.36 changes the cloud cluster's version input and nothing
+// else: no resource is added or removed (which an up would carry out as a delete and a create) and no tenant object's
+// inputs change, so nothing of a tenant can be replaced. Both clouds upgrade the control plane in place on that input
+// (GKE: min_master_version, https://registry.terraform.io/providers/hashicorp/google/latest/docs/resources/container_cluster;
+// Kapsule: version, https://registry.terraform.io/providers/scaleway/scaleway/latest/docs/resources/k8s_cluster).
+func TestAnUpgradeFrom135To136ChangesOnlyTheClusterVersion(t *testing.T) {
+	tests := []struct {
+		stack       string
+		clusterType string
+		versionKey  string
+	}{
+		{"gke-dev", "gcp:container/cluster:Cluster", "minMasterVersion"},
+		{"scw-dev", "scaleway:kubernetes/cluster:Cluster", "version"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.stack, func(t *testing.T) {
+			root := project(t, tt.stack)
+			t.Chdir(root)
+			before, err := makePlan(tt.stack, tt.stack)
+			require.NoError(t, err)
+			file := stackFile(tt.stack)
+			raw, err := os.ReadFile(file)
+			require.NoError(t, err)
+			require.Contains(t, string(raw), `kubernetesVersion: "1.35"`, "the example stack is on 1.35")
+			require.NoError(t, os.WriteFile(file, []byte(strings.Replace(string(raw), `kubernetesVersion: "1.35"`, `kubernetesVersion: "1.36"`, 1)), 0o644))
+			after, err := makePlan(tt.stack, tt.stack)
+			require.NoError(t, err)
+
+			key := func(r plan.Resource) string { return r.Type + " " + r.Parent + "/" + r.Name }
+			was := map[string]plan.Resource{}
+			for _, r := range before.Resources {
+				was[key(r)] = r
+			}
+			changed := map[string][]string{}
+			for _, r := range after.Resources {
+				old, ok := was[key(r)]
+				if !assert.True(t, ok, "created by the upgrade: %s", key(r)) {
+					continue
+				}
+				delete(was, key(r))
+				for k := range union(old.Inputs, r.Inputs) {
+					if !reflect.DeepEqual(old.Inputs[k], r.Inputs[k]) {
+						changed[r.Type] = append(changed[r.Type], k)
+					}
+				}
+			}
+			assert.Empty(t, was, "deleted by the upgrade")
+			assert.Equal(t, map[string][]string{tt.clusterType: {tt.versionKey}}, changed, "the inputs the upgrade changes, by type")
+		})
+	}
+}
+
+func union(a, b map[string]any) map[string]bool {
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	return keys
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -593,6 +594,27 @@ func checkClaimRelease(t *testing.T, ctx context.Context) {
 			} {
 				t.Run(a.name, func(t *testing.T) { requireDenied(t, a.try(), a.guard, user) })
 			}
+			// pods/resize (the chart grants it from Kubernetes 1.35): the API server takes only containers' CPU and
+			// memory from it, refuses any resize of a container that names a claim (kubernetes v1.36.3
+			// pkg/apis/core/validation/validation.go dropCPUMemoryResourcesFromContainer keeps no claims before it
+			// compares), and the quota counts the resize (docs/threat-model.md, the syncer's rights).
+			resize := func(pod *corev1.Pod, resources string) error {
+				return rawPatch(ctx, syncer, types.StrategicMergePatchType, "/api/v1/namespaces/"+ns+"/pods/"+pod.Name+"/resize",
+					`{"spec":{"containers":[{"name":"`+pod.Spec.Containers[0].Name+`","resources":`+resources+`}]}}`)
+			}
+			t.Run("a resize of the holder", func(t *testing.T) {
+				requireDenied(t, resize(pod, `{"requests":{"memory":"80Mi"}}`), "only cpu and memory resources are mutable")
+			})
+			t.Run("a resize that adds a device resource", func(t *testing.T) {
+				requireDenied(t, resize(pod, `{"requests":{"nvidia.com/gpu":"1"},"limits":{"nvidia.com/gpu":"1"}}`),
+					"only cpu and memory resources are mutable")
+			})
+			t.Run("a resize beyond the quota", func(t *testing.T) {
+				controlPlane, err := client.CoreV1().Pods(ns).Get(ctx, tenant+"-0", metav1.GetOptions{})
+				require.NoError(t, err, "the tenant's vCluster pod, which names no claim")
+				requireDenied(t, resize(controlPlane, `{"requests":{"memory":"64Gi"},"limits":{"memory":"128Gi"}}`),
+					"exceeded quota: "+naming.TenantQuota)
+			})
 			t.Run("a graceful delete is admitted", func(t *testing.T) {
 				err := syncer.CoreV1().Pods(ns).Delete(ctx, podName, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll},
 					GracePeriodSeconds: ptr.To(int64(30))})
@@ -631,6 +653,44 @@ func nodeKubelet(t *testing.T, ctx context.Context, node string) kubernetes.Inte
 	cs, err := impersonating(user, "system:nodes", "system:authenticated")
 	require.NoError(t, err)
 	return cs
+}
+
+// grant gives the service account user one more cluster-wide rule until the test ends, as an operator's broader grant
+// would, and waits until the authorizer has it.
+func grant(t *testing.T, ctx context.Context, user string, rule rbacv1.PolicyRule) {
+	t.Helper()
+	name := "e2e-grant-" + strings.ReplaceAll(user, ":", "-")
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{rule}}
+	_, err := client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	parts := strings.Split(user, ":")
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: parts[2], Name: parts[3]}}}
+	_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	attrs := authorizationv1.ResourceAttributes{Verb: rule.Verbs[0], Group: rule.APIGroups[0]}
+	attrs.Resource, attrs.Subresource, _ = strings.Cut(rule.Resources[0], "/")
+	eventually(t, ctx, func() error {
+		if !allowed(t, ctx, user, attrs) {
+			return errorf("the authorizer does not have the grant to %s yet", user)
+		}
+		return nil
+	})
+}
+
+// serverMinor is the local control plane's Kubernetes minor version.
+func serverMinor(t *testing.T) int {
+	t.Helper()
+	v, err := client.Discovery().ServerVersion()
+	require.NoError(t, err)
+	minor, err := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
+	require.NoError(t, err, "the server's minor version %q", v.Minor)
+	return minor
 }
 
 // impersonating is a client of the admin's that acts as user in groups.

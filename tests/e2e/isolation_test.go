@@ -17,6 +17,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -161,14 +162,21 @@ func checkVClusterAdmitted(t *testing.T, ctx context.Context) {
 // subresource, without reading the claims first, through each served API version. The API server already refuses to
 // change an allocation in place ("field is immutable"), so the attacks give the pending claim whole-c a device:
 // the GPU already allocated to whole-a (a double booking) or a MIG device of research-ai's pool, or take whole-a's
-// allocation away so the device looks free. RBAC allows all of it (the vCluster chart grants the syncer
-// resourceclaims/status); the admission policy must refuse it.
+// allocation away so the device looks free. RBAC allows the status writes (the vCluster chart grants the syncer
+// resourceclaims/status). From Kubernetes 1.36 the API server also asks for resourceclaims/binding before it lets a
+// status write change an allocation or reservations (DRAResourceClaimGranularStatusAuthorization, beta and on:
+// kubernetes v1.36.3 pkg/registry/resource/resourceclaim/strategy.go, AuthorizedForBinding), which the chart does not
+// grant, so it refuses first; on 1.35, the platform's floor, the admission policy is what holds. The attacks run twice:
+// with the chart's rights, refused by whichever layer the cluster has first, and with resourceclaims/binding granted
+// to the syncer (as a broader operator grant would), so that the policy itself is shown to refuse on any version.
 func checkClaimStatusGuard(t *testing.T, ctx context.Context) {
 	ns := naming.Namespace(legal)
 	syncer, user := syncerOf(t, ctx, legal)
 	require.True(t, allowed(t, ctx, user, authorizationv1.ResourceAttributes{
 		Namespace: ns, Verb: "patch", Group: "resource.k8s.io", Resource: "resourceclaims", Subresource: "status",
-	}), "RBAC lets the syncer patch claim status, so the admission policy is what holds")
+	}), "RBAC lets the syncer patch claim status")
+	binding := authorizationv1.ResourceAttributes{Verb: "patch", Group: "resource.k8s.io", Resource: "resourceclaims", Subresource: "binding"}
+	require.False(t, allowed(t, ctx, user, binding), "the chart does not grant the syncer resourceclaims/binding")
 
 	taken, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, "whole-a", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -178,7 +186,7 @@ func checkClaimStatusGuard(t *testing.T, ctx context.Context) {
 		return fmt.Sprintf(`{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.nvidia.com",`+
 			`"pool":%q,"device":%q}]}}}}`, pool, device)
 	}
-	for _, c := range []struct{ name, version, claim, patch string }{
+	attacks := []struct{ name, version, claim, patch string }{
 		{"whole-a's GPU for whole-c through v1", "v1", "whole-c", allocate(held.Pool, held.Device)},
 		{"whole-a's GPU for whole-c through v1beta2", "v1beta2", "whole-c", allocate(held.Pool, held.Device)},
 		{"whole-a's GPU for whole-c through v1beta1", "v1beta1", "whole-c", allocate(held.Pool, held.Device)},
@@ -186,14 +194,47 @@ func checkClaimStatusGuard(t *testing.T, ctx context.Context) {
 		{"whole-a's reservations and allocation taken away", "v1", "whole-a", `{"status":{"reservedFor":null,"allocation":null}}`},
 		{"whole-a reserved for another pod", "v1", "whole-a",
 			`{"status":{"reservedFor":[{"resource":"pods","name":"thief","uid":"00000000-0000-0000-0000-000000000001"}]}}`},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			err := syncer.CoreV1().RESTClient().Patch(types.MergePatchType).
-				AbsPath("/apis/resource.k8s.io", c.version, "namespaces", ns, "resourceclaims", c.claim, "status").
-				Body([]byte(c.patch)).Do(ctx).Error()
-			requireDenied(t, err, "may change the allocation or reservations of ResourceClaim "+ns+"/"+c.claim, user+" may not")
-		})
 	}
+	send := func(c struct{ name, version, claim, patch string }) error {
+		return syncer.CoreV1().RESTClient().Patch(types.MergePatchType).
+			AbsPath("/apis/resource.k8s.io", c.version, "namespaces", ns, "resourceclaims", c.claim, "status").
+			Body([]byte(c.patch)).Do(ctx).Error()
+	}
+	policyRefusal := func(claim string) []string {
+		return []string{"may change the allocation or reservations of ResourceClaim " + ns + "/" + claim, user + " may not"}
+	}
+	granular := serverMinor(t) >= 36
+	t.Run("with the chart's rights", func(t *testing.T) {
+		for _, c := range attacks {
+			t.Run(c.name, func(t *testing.T) {
+				if granular {
+					requireDenied(t, send(c), `requires resource="resourceclaims/binding"`, user)
+				} else {
+					requireDenied(t, send(c), policyRefusal(c.claim)...)
+				}
+			})
+		}
+	})
+	// status.devices is the driver's report of its devices. From 1.36 writing it asks for resourceclaims/driver of
+	// each driver named (AuthorizedForDeviceStatus, same file), which the chart does not grant; on 1.35 RBAC's
+	// resourceclaims/status is enough and nothing allocates by it (docs/threat-model.md).
+	t.Run("a device status written for whole-a", func(t *testing.T) {
+		err := rawPatch(ctx, syncer, types.MergePatchType, "/apis/resource.k8s.io/v1/namespaces/"+ns+"/resourceclaims/whole-a/status",
+			fmt.Sprintf(`{"status":{"devices":[{"driver":%q,"pool":%q,"device":%q,"conditions":[{"type":"Ready","status":"True",`+
+				`"reason":"Forged","lastTransitionTime":"2026-01-01T00:00:00Z"}]}]}}`, held.Driver, held.Pool, held.Device))
+		if granular {
+			requireDenied(t, err, `requires resource="resourceclaims/driver"`, user)
+		} else {
+			assert.NoError(t, err, "admitted without the granular authorization")
+		}
+	})
+	t.Run("with resourceclaims/binding granted", func(t *testing.T) {
+		grant(t, ctx, user, rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/binding"},
+			Verbs: []string{"patch", "update"}})
+		for _, c := range attacks {
+			t.Run(c.name, func(t *testing.T) { requireDenied(t, send(c), policyRefusal(c.claim)...) })
+		}
+	})
 	pending, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, "whole-c", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Nil(t, pending.Status.Allocation, "whole-c is still waiting for a device")
