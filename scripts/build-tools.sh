@@ -187,8 +187,8 @@ cmp -s "$kp_src/terraform-mapping.json" "$kp/terraform-mapping.json" ||
 # --- etcd ------------------------------------------------------------------------------------
 wanted etcd && build etcd "$LS" "$BIN" "" ./etcd
 
-# --- kube-apiserver, kube-controller-manager, kube-scheduler ---------------------------------
-# The control plane, from the Kubernetes v1.36 module (scripts/tools/k8s-0.36), newer than the product's client
+# --- kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy ----------------
+# The control plane and the real nodes' kubelet and kube-proxy, from the Kubernetes v1.36 module (scripts/tools/k8s-0.36), newer than the product's client
 # libraries (v0.34), as a client may be. The same variables k8s.io/kubernetes hack/lib/version.sh sets, so clients
 # parse the version.
 K8S036=$MODS/k8s-0.36
@@ -199,7 +199,22 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
 	kube_ldflags+=" -X $pkg.gitTreeState=clean"
 done
 wanted kube && build kube "$K8S036" "$BIN" "$kube_ldflags" \
-	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+	k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
+
+# --- containerd, its runc shim and ctr -----------------------------------------------------------
+# The real nodes' container runtime (scripts/local-cluster.sh), at the version Kubernetes 1.36 pairs with (containerd
+# v2.4.2 RELEASES.md, "Kubernetes support"): Debian's 1.6 has no CDI, which device injection needs. Static, without
+# the snapshotters that need cgo (btrfs, devmapper, zfs), and with the version variable its Makefile sets.
+CONTAINERD_VERSION=$(required_version "$MODS/containerd" github.com/containerd/containerd/v2)
+wanted containerd && CGO_ENABLED=0 GOFLAGS="-tags=no_btrfs,no_devmapper,no_zfs" build containerd "$MODS/containerd" "$BIN" \
+	"-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+	github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+	github.com/containerd/containerd/v2/cmd/ctr
+
+# --- node images -------------------------------------------------------------------------------
+# mkimage packs the images the real nodes run (scripts/tools/nodeimages), from the static binaries built beside it.
+wanted nodeimages && CGO_ENABLED=0 build nodeimages "$MODS/nodeimages" "$TOOLS/nodeimages" "" ./mkimage ./pause ./gpu-probe ./podcheck
 
 # --- pulumi CLI and the YAML language host ----------------------------------------------------
 # The Automation API refuses a CLI that does not report its version. pulumi-language-yaml (pulumi-yaml, its own

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A local Kubernetes control plane for end-to-end tests: etcd, kube-apiserver,
 # kube-controller-manager and kube-scheduler from .tools/bin (scripts/build-tools.sh), all on
-# loopback. There is no kubelet: pods are scheduled and DRA claims allocated, nothing runs.
+# loopback. Without GT_NODES there is no kubelet: pods are scheduled and DRA claims allocated, nothing runs. With
+# GT_NODES, real nodes (kubelet, containerd, kube-proxy) join it and pods run (scripts/local-nodes.sh); the API server
+# then listens on the nodes' bridge instead of loopback, and the kubeconfig says so.
 #
 #   scripts/local-cluster.sh up       start what is not running (harmless when all is up)
 #   scripts/local-cluster.sh down     stop the recorded processes, by pid
@@ -24,6 +26,8 @@
 #   GT_FEATURE_GATES      extra --feature-gates for every component, e.g. DRAExtendedResource=true
 #   GT_APISERVER_ARGS     extra kube-apiserver flags, split on spaces (the benchmark lowers its concurrency limits)
 #   GT_START_TIMEOUT      seconds to wait for each component to become ready [60]
+#   GT_NODES              real nodes, one per pool named, e.g. "system a100-whole a100-mig" (scripts/local-nodes.sh);
+#                         they need root. Only one cluster with nodes runs on a machine at a time (one bridge).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -47,6 +51,11 @@ KUBECONFIG_FILE=$DATA/kubeconfig
 SERVICE_CIDR=10.0.0.0/24
 SERVICE_IP=10.0.0.1
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+# shellcheck source=scripts/local-nodes.sh
+source "$ROOT/scripts/local-nodes.sh"
+# Where the API server listens: loopback, or the nodes' bridge, which the pods reach.
+API_HOST=127.0.0.1
+nodes_enabled && API_HOST=$NODE_GW
 
 log() { echo "local-cluster: $*"; }
 die() {
@@ -93,7 +102,7 @@ ensure_pki() {
 	install -d -m 0700 "$PKI"
 	[[ -f $PKI/ca.crt ]] || { log "generating certificates in $PKI"; new_ca ca gpu-tenancy-local-ca; }
 	[[ -f $PKI/apiserver.crt ]] || sign ca apiserver "/CN=kube-apiserver" \
-		"subjectAltName=IP:127.0.0.1,IP:$SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment"
+		"subjectAltName=IP:127.0.0.1,IP:$SERVICE_IP,IP:$NODE_GW,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment"
 	# system:masters: tests and the demo need cluster-admin.
 	[[ -f $PKI/admin.crt ]] || sign ca admin "/O=system:masters/CN=gpu-tenancy-admin" "$CLIENT_EXT"
 	# The components' own users, bound to their roles by RBAC's bootstrap policy (kubernetes v1.34.4
@@ -105,15 +114,18 @@ ensure_pki() {
 	[[ -f $PKI/front-proxy-ca.crt ]] || new_ca front-proxy-ca gpu-tenancy-local-front-proxy-ca
 	[[ -f $PKI/front-proxy-client.crt ]] || sign front-proxy-ca front-proxy-client "/CN=front-proxy-client" "$CLIENT_EXT"
 	# One RSA key signs (apiserver, controller-manager) and verifies service-account tokens.
+	nodes_enabled && ! openssl x509 -in "$PKI/apiserver.crt" -noout -ext subjectAltName | grep -q "IP Address:$NODE_GW\b" &&
+		die "$PKI/apiserver.crt does not name the nodes' bridge $NODE_GW: purge this data directory (make demo-down, or $0 purge)"
+	nodes_enabled && nodes_pki
 	if [[ ! -f $PKI/sa.pub ]]; then
 		openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
 		openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
 	fi
 }
 
-# write_kubeconfig FILE CERT: a kubeconfig for the user of $PKI/CERT.{crt,key}.
+# write_kubeconfig FILE CERT [SERVER]: a kubeconfig for the user of $PKI/CERT.{crt,key}.
 write_kubeconfig() {
-	local file=$1 cert=$2
+	local file=$1 cert=$2 server=${3:-https://$API_HOST:$APISERVER_PORT}
 	local tmp=$file.tmp
 	cat >"$tmp" <<EOF
 apiVersion: v1
@@ -121,7 +133,7 @@ kind: Config
 clusters:
 - name: gpu-tenancy-local
   cluster:
-    server: https://127.0.0.1:$APISERVER_PORT
+    server: $server
     certificate-authority-data: $(base64 -w0 <"$PKI/ca.crt")
 users:
 - name: $cert
@@ -141,14 +153,14 @@ EOF
 
 # --- processes -------------------------------------------------------------------------------
 
-pid_of() { # prints the recorded pid of a component if that process is alive and is the component
-	local f=$RUN/$1.pid pid exe
+pid_of() { # pid_of NAME [EXE]: the recorded pid of NAME if that process is alive and runs EXE [$BIN/NAME]
+	local f=$RUN/$1.pid pid exe want=${2:-$BIN/$1}
 	[[ -f $f ]] || return 1
 	pid=$(<"$f")
 	[[ $pid =~ ^[0-9]+$ ]] || return 1
 	exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
 	# A recycled pid belongs to another program: never report (or signal) it.
-	[[ ${exe% (deleted)} == "$BIN/$1" ]] || return 1
+	[[ ${exe% (deleted)} == "$want" ]] || return 1
 	echo "$pid"
 }
 
@@ -197,7 +209,7 @@ ADMIN_CURL=(--cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key
 health_url() {
 	case $1 in
 	etcd) echo "http://127.0.0.1:$ETCD_PORT/health" ;;
-	kube-apiserver) echo "https://127.0.0.1:$APISERVER_PORT/readyz" ;;
+	kube-apiserver) echo "https://$API_HOST:$APISERVER_PORT/readyz" ;;
 	kube-controller-manager) echo "https://127.0.0.1:$KCM_PORT/healthz" ;;
 	kube-scheduler) echo "https://127.0.0.1:$SCHEDULER_PORT/healthz" ;;
 	esac
@@ -220,6 +232,7 @@ up() {
 	mkdir -p "$RUN" "$LOGS"
 	install -d -m 0700 "$DATA/etcd"
 	ensure_pki
+	nodes_enabled && nodes_network
 
 	if ! pid_of etcd >/dev/null; then
 		# --unsafe-no-fsync: throwaway test data; fsync dominates etcd latency on small VMs.
@@ -233,11 +246,22 @@ up() {
 	wait_ready etcd
 
 	if ! pid_of kube-apiserver >/dev/null; then
-		# --endpoint-reconciler-type none: the default Endpoints "kubernetes" may not hold a
-		# loopback address, and nothing runs in pods here to use it.
+		local node_args=(--endpoint-reconciler-type none --authorization-mode RBAC)
+		local admission=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultTolerationSeconds,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy
+		if nodes_enabled; then
+			# The kubelets' identities are held to their own node (the Node authorizer and NodeRestriction), the
+			# API server reaches them by address (their names resolve nowhere), and the kubernetes Service's
+			# endpoint is the bridge address the pods reach.
+			node_args=(--authorization-mode Node,RBAC --kubelet-preferred-address-types InternalIP
+				--kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt"
+				--kubelet-client-key "$PKI/apiserver-kubelet-client.key" --enable-aggregator-routing=true)
+			admission+=,NodeRestriction
+		fi
+		# Without nodes, --endpoint-reconciler-type none: the default Endpoints "kubernetes" may not hold a
+		# loopback address, and nothing runs in pods to use it.
 		# shellcheck disable=SC2046
 		start kube-apiserver --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-			--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
+			--bind-address "$API_HOST" --advertise-address "$API_HOST" --secure-port "$APISERVER_PORT" \
 			--tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
 			--client-ca-file "$PKI/ca.crt" \
 			--requestheader-client-ca-file "$PKI/front-proxy-ca.crt" --requestheader-allowed-names front-proxy-client \
@@ -247,9 +271,7 @@ up() {
 			--service-account-issuer https://kubernetes.default.svc.cluster.local \
 			--service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
 			--service-cluster-ip-range "$SERVICE_CIDR" \
-			--endpoint-reconciler-type none \
-			--authorization-mode RBAC \
-			--enable-admission-plugins NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultTolerationSeconds,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy \
+			"${node_args[@]}" --enable-admission-plugins "$admission" \
 			--runtime-config resource.k8s.io/v1=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true \
 			--allow-privileged=true --profiling=false $(gates) "${APISERVER_ARGS[@]}"
 	fi
@@ -282,7 +304,8 @@ up() {
 	fi
 	wait_ready kube-controller-manager
 	wait_ready kube-scheduler
-	log "up: kubeconfig $KUBECONFIG_FILE (https://127.0.0.1:$APISERVER_PORT)"
+	nodes_enabled && nodes_up
+	log "up: kubeconfig $KUBECONFIG_FILE (https://$API_HOST:$APISERVER_PORT)"
 }
 
 # signal_and_wait SIGNAL PID SECONDS: true once PID has exited.
@@ -313,7 +336,9 @@ stop() { # stop COMPONENT: SIGTERM the recorded pid, wait, then SIGKILL
 
 down() {
 	local i
+	nodes_down
 	for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do stop "${COMPONENTS[i]}"; done
+	nodes_release_host
 	log "down"
 }
 
@@ -336,6 +361,7 @@ status() {
 			rc=1
 		fi
 	done
+	if nodes_enabled; then nodes_status || rc=1; fi
 	[[ -f $KUBECONFIG_FILE ]] && echo "kubeconfig: $KUBECONFIG_FILE"
 	return $rc
 }

@@ -1,0 +1,457 @@
+# shellcheck shell=bash
+# Real nodes for the local control plane, sourced by scripts/local-cluster.sh when GT_NODES names them: each node is a
+# kubelet, containerd (built from the module proxy, scripts/tools/containerd) with Debian's runc and CNI plugins, and
+# kube-proxy, in a network namespace and a mount namespace of its own. Pods run, and the node's own changes stay in
+# its namespaces:
+#   - network: the node's address is a veth into the host bridge $NODE_BRIDGE; its pods sit on a CNI bridge inside its
+#     namespace, and the kubelet's, kube-proxy's and portmap's iptables rules are the namespace's, so they go with it;
+#   - mounts: the paths the kubelet, containerd and libcni compile in (the kubelet's device-plugin socket,
+#     /var/log/containers, /var/lib/cni, the shims' sockets under /run/containerd) are bound to the node's own
+#     directory inside its mount namespace, so two nodes never share them and nothing is mounted on the host;
+#   - cgroups: the kubelet's pods live under a cgroup root of the node's own name in every v1 hierarchy.
+# What does touch the host, and is undone by `down`: the bridge, its veths and routes, the kernel settings the kubelet
+# writes at start (kubernetes v1.36.3 pkg/kubelet/cm/container_manager_linux.go setupKernelTunables: put back at once),
+# the node cgroups, and the empty mount points created for the compiled-in paths where the host had none.
+#
+# GT_NODES is a space-separated list of pools, one node each: `system` is a node without GPUs or taint (where the
+# vCluster control planes run), any other name is a GPU pool of the local stack (stacks/Pulumi.local.yaml), whose
+# node carries that pool's labels and taint (components/cluster/gpus.go GPUNodeLabels, GPUTaint).
+# The nodes are named <pool>-<index>, e.g. system-0, a100-whole-1.
+
+NODE_BRIDGE=${GT_NODE_BRIDGE:-gtnodes0}
+NODE_NET=${GT_NODE_NET:-10.243.0}    # the nodes' network, /24: the host is .1, node i is .(10+i)
+POD_NET=${GT_POD_NET:-10.244}        # node i's pods: $POD_NET.i.0/24
+NODE_GW=$NODE_NET.1
+NODE_TOOLS=${GT_NODE_TOOLS:-$(dirname "$BIN")/nodeimages}
+read -r -a NODE_POOLS <<<"${GT_NODES:-}"
+# The cluster-wide settings the kubelet writes when it starts.
+KERNEL_TUNABLES=(vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys
+	kernel/keys/root_maxbytes)
+# Paths compiled into the kubelet (device plugins under its root, /var/log/containers), containerd and its shims
+# (/run/containerd) and libcni (/var/lib/cni), given to each node in its own mount namespace.
+NODE_PRIVATE_PATHS=(/var/lib/kubelet /var/log/containers /var/log/pods /var/lib/cni /run/containerd /var/lib/containerd
+	/etc/cni /run/cdi /etc/cdi)
+NODE_PARTS=(holder containerd kubelet kube-proxy)
+PAUSE_IMAGE=localhost/gpu-tenancy/pause:local
+PROBE_IMAGE=localhost/gpu-tenancy/gpu-probe:local
+BUSYBOX_IMAGE=localhost/gpu-tenancy/busybox:local
+
+nodes_enabled() { ((${#NODE_POOLS[@]} > 0)); }
+
+node_name() { echo "${NODE_POOLS[$1]}-$1"; }
+node_ip() { echo "$NODE_NET.$((10 + $1))"; }
+node_dir() { echo "$DATA/nodes/$(node_name "$1")"; }
+
+# node_pid NODE PART: the pid of one part of node NODE if it runs and is that program.
+node_pid() {
+	local exe
+	case $2 in
+	holder) exe=$NODE_TOOLS/pause ;;
+	*) exe=$BIN/$2 ;;
+	esac
+	pid_of "$(node_name "$1").$2" "$exe"
+}
+
+# in_node NODE CMD...: CMD inside node NODE's network and mount namespaces.
+in_node() {
+	local holder
+	holder=$(node_pid "$1" holder) || die "node $(node_name "$1"): its namespaces are gone"
+	shift
+	nsenter -t "$holder" -n -m -- "$@"
+}
+
+nodes_pki() {
+	local i name
+	[[ -f $PKI/kube-proxy.crt ]] || sign ca kube-proxy "/CN=system:kube-proxy" "$CLIENT_EXT"
+	# The API server's identity towards the kubelets (logs, exec, port-forward), which bootstrap RBAC binds nowhere:
+	# system:masters, as kubeadm's apiserver-kubelet-client is bound to system:kubelet-api-admin.
+	[[ -f $PKI/apiserver-kubelet-client.crt ]] ||
+		sign ca apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "$CLIENT_EXT"
+	for ((i = 0; i < ${#NODE_POOLS[@]}; i++)); do
+		name=$(node_name "$i")
+		# The identity the Node authorizer and NodeRestriction expect of this node's kubelet.
+		[[ -f $PKI/kubelet-$name.crt ]] || sign ca "kubelet-$name" "/O=system:nodes/CN=system:node:$name" "$CLIENT_EXT"
+	done
+}
+
+# save_host_settings records what the nodes may change on the host, once, before the first node starts.
+save_host_settings() {
+	[[ -f $RUN/host-settings ]] && return
+	local s
+	for s in "${KERNEL_TUNABLES[@]}"; do echo "$s $(<"/proc/sys/$s")"; done >"$RUN/host-settings.tmp"
+	mv "$RUN/host-settings.tmp" "$RUN/host-settings"
+}
+
+restore_host_settings() {
+	[[ -f $RUN/host-settings ]] || return 0
+	local s v
+	while read -r s v; do [[ $(<"/proc/sys/$s") == "$v" ]] || echo "$v" >"/proc/sys/$s"; done <"$RUN/host-settings"
+}
+
+nodes_network() {
+	if ! ip link show "$NODE_BRIDGE" >/dev/null 2>&1; then
+		log "creating bridge $NODE_BRIDGE $NODE_GW/24"
+		ip link add "$NODE_BRIDGE" type bridge
+		echo "$NODE_BRIDGE" >"$RUN/bridge"
+	elif [[ ! -f $RUN/bridge ]]; then
+		die "the bridge $NODE_BRIDGE belongs to another local cluster with nodes: stop it first (its purge), or set GT_NODE_BRIDGE, GT_NODE_NET and GT_POD_NET"
+	fi
+	ip addr show dev "$NODE_BRIDGE" | grep -q "inet $NODE_GW/" || ip addr add "$NODE_GW/24" dev "$NODE_BRIDGE"
+	ip link set "$NODE_BRIDGE" up
+}
+
+render_node_files() {
+	local i=$1 dir name ip
+	dir=$(node_dir "$i")
+	name=$(node_name "$i")
+	ip=$(node_ip "$i")
+	mkdir -p "$dir"/{etc,run,logs,state,cni/net.d}
+	local p
+	for p in "${NODE_PRIVATE_PATHS[@]}"; do mkdir -p "$dir/root$p"; done
+	write_kubeconfig "$dir/kubelet.kubeconfig" "kubelet-$name" "https://$NODE_GW:$APISERVER_PORT"
+	write_kubeconfig "$dir/kube-proxy.kubeconfig" kube-proxy "https://$NODE_GW:$APISERVER_PORT"
+	cat >"$dir/etc/containerd.toml" <<EOF
+# containerd for node $name (scripts/local-nodes.sh). Config version 3 (containerd 2.x).
+version = 3
+root = "$dir/state/containerd"
+state = "/run/containerd"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs",
+  "io.containerd.differ.v1.erofs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing",
+  "io.containerd.nri.v1.nri"]
+# In the node's own /run/containerd (its mount namespace): a socket path holds at most 104 bytes.
+[grpc]
+  address = "/run/containerd/containerd.sock"
+[ttrpc]
+  address = "/run/containerd/containerd.sock.ttrpc"
+[plugins]
+  [plugins.'io.containerd.internal.v1.opt']
+    path = "$dir/state/opt"
+  [plugins.'io.containerd.grpc.v1.cri']
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = "overlayfs"
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = "$PAUSE_IMAGE"
+  [plugins.'io.containerd.cri.v1.runtime']
+    enable_selinux = false
+    # This host has no CAP_SYS_RESOURCE: an oom_score_adj below containerd's own (the kubelet asks -998 for
+    # sandboxes) fails every sandbox; clamp it instead (containerd v2.4.2 docs/cri/config.md).
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    cdi_spec_dirs = ["/etc/cdi", "/run/cdi"]
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = "runc"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        runtime_path = "$BIN/containerd-shim-runc-v2"
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = "$(command -v runc)"
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ["/usr/lib/cni"]
+      conf_dir = "$dir/cni/net.d"
+      max_conf_num = 1
+EOF
+	cat >"$dir/cni/net.d/10-pods.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "pods",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_NET.$i.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+	local taints="[]"
+	[[ ${NODE_POOLS[$i]} == system ]] || taints="[{key: nvidia.com/gpu, value: present, effect: NoSchedule}]"
+	cat >"$dir/etc/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $ip
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: "$PKI/ca.crt"}
+authorization: {mode: Webhook}
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+# These hosts are cgroup v1, which kubelet 1.35+ refuses unless told.
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+cgroupRoot: /$name
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+maxPods: 40
+serializeImagePulls: false
+evictionHard: {memory.available: 100Mi, nodefs.available: 5%, imagefs.available: 5%}
+imageGCHighThresholdPercent: 95
+imageGCLowThresholdPercent: 90
+# No CAP_SYS_RESOURCE here: the kubelet's own default -999 cannot be applied.
+oomScoreAdj: 0
+registerWithTaints: $taints
+EOF
+	cat >"$dir/etc/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: "$dir/kube-proxy.kubeconfig"}
+mode: iptables
+hostnameOverride: $name
+clusterCIDR: $POD_NET.0.0/16
+detectLocalMode: ClusterCIDR
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+nodePortAddresses: ["$ip/32"]
+# Host-wide conntrack settings stay as they are.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+}
+
+# node_labels NODE: the kubelet's --node-labels for a GPU pool's node.
+node_labels() {
+	[[ ${NODE_POOLS[$1]} == system ]] && return
+	echo "--node-labels=gpu-tenancy.io/pool=${NODE_POOLS[$1]},nvidia.com/gpu.present=true"
+}
+
+# node_start NODE PART ARGS...: like start, for a part of a node, inside its namespaces.
+node_start() {
+	local i=$1 part=$2 name
+	shift 2
+	name=$(node_name "$i").$part
+	local dir
+	dir=$(node_dir "$i")
+	crashed_report "$name"
+	log "starting $name"
+	echo "=== $(date -u +%FT%TZ) starting $part" >>"$LOGS/$name.log"
+	local holder
+	holder=$(node_pid "$i" holder) || die "$name: the node's namespaces are gone"
+	# nsenter and setsid exec in place, so the pid is the part's own.
+	nsenter -t "$holder" -n -m -- setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
+	echo $! >"$RUN/$name.pid"
+	local n
+	for ((n = 0; n < 100; n++)); do
+		node_pid "$i" "$part" >/dev/null && return
+		sleep 0.05
+	done
+}
+
+# node_wait NODE PART WHAT CMD...: polls CMD until it succeeds; on a timeout or the part's exit, stops the start with
+# the part's name and the last lines of its log.
+node_wait() {
+	local i=$1 part=$2 what=$3 deadline=$((SECONDS + START_TIMEOUT)) name
+	shift 3
+	name=$(node_name "$i").$part
+	until "$@" >/dev/null 2>&1; do
+		if ! node_pid "$i" "$part" >/dev/null; then
+			crashed_report "$name"
+			die "$name exited during start-up"
+		fi
+		((SECONDS < deadline)) || {
+			tail -n 20 "$LOGS/$name.log" | sed 's/^/    /' >&2
+			die "$name: $what not reached after ${START_TIMEOUT}s (log $LOGS/$name.log)"
+		}
+		sleep 0.3
+	done
+}
+
+node_up() {
+	local i=$1 dir name ip holder p
+	dir=$(node_dir "$i")
+	name=$(node_name "$i")
+	ip=$(node_ip "$i")
+	render_node_files "$i"
+	if ! holder=$(node_pid "$i" holder); then
+		# The namespaces live as long as this process; everything of the node runs inside them.
+		crashed_report "$name.holder"
+		setsid unshare --net --mount --propagation private "$NODE_TOOLS/pause" </dev/null >>"$LOGS/$name.holder.log" 2>&1 &
+		echo $! >"$RUN/$name.holder.pid"
+		for ((p = 0; p < 100; p++)); do holder=$(node_pid "$i" holder) && break || sleep 0.05; done
+		[[ -n $holder ]] || die "$name: its namespaces did not start"
+		for p in "${NODE_PRIVATE_PATHS[@]}"; do
+			if [[ ! -e $p ]]; then
+				mkdir -p "$p"
+				echo "$p" >>"$DATA/host-paths.created"
+			fi
+			nsenter -t "$holder" -m -- mount --bind "$dir/root$p" "$p"
+		done
+		local host_end=${NODE_BRIDGE:0:12}v$i
+		ip link add "$host_end" type veth peer name eth0 netns "/proc/$holder/ns/net"
+		ip link set "$host_end" master "$NODE_BRIDGE" up
+		nsenter -t "$holder" -n -- sh -ec "
+			ip link set lo up
+			ip addr add $ip/24 dev eth0
+			ip link set eth0 up
+			ip route add default via $NODE_GW
+			sysctl -qw net.ipv4.ip_forward=1
+		"
+		local j
+		for ((j = 0; j < ${#NODE_POOLS[@]}; j++)); do
+			((j == i)) && continue
+			nsenter -t "$holder" -n -- ip route replace "$POD_NET.$j.0/24" via "$(node_ip "$j")"
+		done
+		ip route replace "$POD_NET.$i.0/24" via "$ip"
+	fi
+	# Every v1 hierarchy gets the node's cgroup root, where its kubelet puts its pods.
+	for p in /sys/fs/cgroup/*/; do
+		[[ -f $p/cgroup.procs && $p != */unified/ ]] && mkdir -p "$p$name"
+	done
+
+	if ! node_pid "$i" containerd >/dev/null; then
+		node_start "$i" containerd "$BIN/containerd" --config "$dir/etc/containerd.toml"
+	fi
+	node_wait "$i" containerd "its socket" in_node "$i" "$BIN/ctr" version
+	local image
+	for image in "$DATA"/images/*.tar; do
+		in_node "$i" "$BIN/ctr" -n k8s.io images import "$image" >/dev/null ||
+			die "$name: importing $image failed"
+	done
+
+	if ! node_pid "$i" kubelet >/dev/null; then
+		node_start "$i" kubelet "$BIN/kubelet" --config "$dir/etc/kubelet.yaml" \
+			--kubeconfig "$dir/kubelet.kubeconfig" --hostname-override "$name" --node-ip "$ip" $(node_labels "$i") \
+			--v=1 $(gates)
+	fi
+	node_wait "$i" kubelet "healthz" in_node "$i" curl -sf --max-time 2 http://127.0.0.1:10248/healthz
+	# The kubelet writes its kernel settings once, as it starts; the host's are put back at once.
+	restore_host_settings
+	if ! node_pid "$i" kube-proxy >/dev/null; then
+		node_start "$i" kube-proxy "$BIN/kube-proxy" --config "$dir/etc/kube-proxy.yaml" $(gates)
+	fi
+	node_wait "$i" kube-proxy "healthz" in_node "$i" curl -sf --max-time 2 http://127.0.0.1:10256/healthz
+	node_wait "$i" kubelet "node Ready" node_ready "$name"
+}
+
+node_ready() {
+	curl -sf --max-time 2 "${ADMIN_CURL[@]}" "https://$NODE_GW:$APISERVER_PORT/api/v1/nodes/$1" |
+		grep -A3 '"type": "Ready"' | grep -q '"status": "True"'
+}
+
+# nodes_images packs the images every node holds: the pod sandbox, the GPU probe and a shell for tests (Debian's static
+# busybox, where a workload needs a shell, with podcheck beside it).
+nodes_images() {
+	mkdir -p "$DATA/images"
+	"$NODE_TOOLS/mkimage" -o "$DATA/images/pause.tar" -ref "$PAUSE_IMAGE" -entrypoint /pause /pause="$NODE_TOOLS/pause" >/dev/null
+	"$NODE_TOOLS/mkimage" -o "$DATA/images/gpu-probe.tar" -ref "$PROBE_IMAGE" -entrypoint /gpu-probe -user 65532 \
+		/gpu-probe="$NODE_TOOLS/gpu-probe" >/dev/null
+	local links=() a
+	for a in sh cat ls wget nc sleep echo id env ip hostname grep httpd; do links+=("/bin/$a=@busybox"); done
+	"$NODE_TOOLS/mkimage" -o "$DATA/images/busybox.tar" -ref "$BUSYBOX_IMAGE" -entrypoint /bin/sh -user 65532 \
+		/bin/busybox=/bin/busybox /bin/podcheck="$NODE_TOOLS/podcheck" "${links[@]}" >/dev/null
+}
+
+nodes_up() {
+	need_packages nsenter:util-linux ip:iproute2 runc:runc iptables:iptables conntrack:conntrack \
+		/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static
+	[[ -x $NODE_TOOLS/pause && -x $NODE_TOOLS/mkimage && -x $BIN/containerd && -x $BIN/kubelet ]] ||
+		die "the nodes' tools are missing: run scripts/build-tools.sh first"
+	save_host_settings
+	nodes_images
+	local i
+	for ((i = 0; i < ${#NODE_POOLS[@]}; i++)); do node_up "$i"; done
+	restore_host_settings
+}
+
+# node_processes NODE: every process of node NODE: in its network namespace (its parts, the shims, host-network
+# containers) or in its cgroup (every container).
+node_processes() {
+	local i=$1 holder netns name p
+	name=$(node_name "$i")
+	if holder=$(node_pid "$i" holder); then
+		netns=$(readlink "/proc/$holder/ns/net")
+		for p in /proc/[0-9]*; do
+			[[ $(readlink "$p/ns/net" 2>/dev/null) == "$netns" ]] && echo "${p#/proc/}"
+		done
+	fi
+	[[ -d /sys/fs/cgroup/pids/$name ]] && find "/sys/fs/cgroup/pids/$name" -name cgroup.procs -exec cat {} + 2>/dev/null
+	true
+}
+
+node_down() {
+	local i=$1 name part pid pids n
+	name=$(node_name "$i")
+	for part in kube-proxy kubelet containerd; do
+		if pid=$(node_pid "$i" "$part"); then
+			log "stopping $name.$part (pid $pid)"
+			signal_and_wait TERM "$pid" 10 || signal_and_wait KILL "$pid" 5 || true
+		fi
+		rm -f "$RUN/$name.$part.pid"
+	done
+	# The shims and the containers: nothing else of the node may outlive it.
+	for ((n = 0; n < 40; n++)); do
+		mapfile -t pids < <(node_processes "$i" | sort -u)
+		local others=()
+		for pid in "${pids[@]}"; do [[ $pid == "$(node_pid "$i" holder 2>/dev/null)" ]] || others+=("$pid"); done
+		((${#others[@]} == 0)) && break
+		kill -KILL "${others[@]}" 2>/dev/null || true
+		sleep 0.25
+	done
+	# Last, the holder: its namespaces go with it, and with them every mount, pod network namespace, veth and
+	# iptables rule of the node.
+	if pid=$(node_pid "$i" holder); then
+		signal_and_wait KILL "$pid" 5 || die "$name: its holder (pid $pid) survived SIGKILL"
+	fi
+	rm -f "$RUN/$name.holder.pid"
+	# The kernel frees a dead namespace's devices when it gets to it; the host end of the node's veth goes now.
+	ip link del "${NODE_BRIDGE:0:12}v$i" 2>/dev/null || true
+	local d
+	for d in /sys/fs/cgroup/*/"$name"; do
+		[[ -d $d ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+	done
+	true
+}
+
+# nodes_down stops every part of the nodes the last up started, whatever GT_NODES says now.
+nodes_down() {
+	local i f
+	for f in "$RUN"/*.holder.pid "$RUN"/*.kubelet.pid "$RUN"/*.containerd.pid "$RUN"/*.kube-proxy.pid; do
+		[[ -f $f ]] || continue
+		local name=${f##*/}
+		name=${name%%.*}
+		local pool=${name%-*} idx=${name##*-}
+		NODE_POOLS[idx]=$pool
+	done
+	for i in "${!NODE_POOLS[@]}"; do node_down "$i"; done
+	true
+}
+
+# nodes_release_host takes back what the nodes changed on the host, once the API server, which listens on the
+# bridge, has stopped.
+nodes_release_host() {
+	local f
+	if [[ -f $RUN/bridge ]]; then
+		log "removing bridge $(<"$RUN/bridge")"
+		ip link del "$(<"$RUN/bridge")" 2>/dev/null || true
+		rm -f "$RUN/bridge"
+	fi
+	restore_host_settings
+	rm -f "$RUN/host-settings"
+	if [[ -f $DATA/host-paths.created ]]; then
+		while read -r f; do rmdir "$f" 2>/dev/null || true; done < <(sort -r "$DATA/host-paths.created")
+		rm -f "$DATA/host-paths.created"
+	fi
+}
+
+nodes_status() {
+	local i part pid rc=0 name
+	for ((i = 0; i < ${#NODE_POOLS[@]}; i++)); do
+		name=$(node_name "$i")
+		for part in "${NODE_PARTS[@]}"; do
+			if pid=$(node_pid "$i" "$part"); then
+				printf '%-24s running  pid %-7s\n' "$name.$part" "$pid"
+			elif [[ -f $RUN/$name.$part.pid ]]; then
+				printf '%-24s CRASHED\n' "$name.$part"
+				crashed_report "$name.$part" 2>&1
+				rc=1
+			else
+				printf '%-24s stopped\n' "$name.$part"
+				rc=1
+			fi
+		done
+		if node_ready "$name"; then printf '%-24s Ready\n' "$name"; else printf '%-24s NOT Ready\n' "$name" && rc=1; fi
+	done
+	return $rc
+}

@@ -1,0 +1,264 @@
+// Package nodes starts the local control plane with real nodes (scripts/local-cluster.sh with GT_NODES,
+// scripts/local-nodes.sh) and checks that pods run on them, across nodes, and that `down` gives the host back as it
+// was. It needs root, as the nodes do; `make test` runs as root.
+package nodes
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/localcluster"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
+)
+
+// The nodes of the test cluster: one without GPUs, and one per GPU pool of the local stack (stacks/Pulumi.local.yaml).
+var pools = []string{"system", "a100-whole", "a100-mig"}
+
+// Ports apart from the demo's cluster and the end-to-end shards' (tests/e2e/main_test.go).
+var clusterEnv = []string{"GT_ETCD_PORT=43790", "GT_ETCD_PEER_PORT=43800", "GT_APISERVER_PORT=46443",
+	"GT_KCM_PORT=40257", "GT_SCHEDULER_PORT=40259", "GT_NODES=" + strings.Join(pools, " ")}
+
+const (
+	busybox  = "localhost/gpu-tenancy/busybox:local"
+	gpuTaint = "nvidia.com/gpu"
+)
+
+type cluster struct {
+	root, dir string
+	client    kubernetes.Interface
+	config    *rest.Config
+}
+
+func (c *cluster) script(t *testing.T, verb string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err := localcluster.Run(ctx, c.root, c.dir, verb, append(os.Environ(), clusterEnv...), &out)
+	require.NoError(t, err, out.String())
+	return out.String()
+}
+
+func TestPodsRunOnRealNodesAndDownLeavesTheHostAsItWas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and real nodes")
+	}
+	require.Zero(t, os.Geteuid(), "real nodes need root (namespaces, bridges, cgroups): run as root, as make test does")
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	for _, tool := range []string{"bin/kubelet", "bin/containerd", "bin/kube-proxy", "nodeimages/pause"} {
+		_, err := os.Stat(filepath.Join(root, ".tools", tool))
+		require.NoError(t, err, "%s is not built: run `make tools` (make test does)", tool)
+	}
+	c := &cluster{root: root, dir: t.TempDir()}
+	before := hostState(t, root, c.dir)
+	down := false
+	t.Cleanup(func() {
+		if !down {
+			c.script(t, "purge")
+		}
+	})
+	c.script(t, "up")
+	c.config, err = clientcmd.BuildConfigFromFlags("", filepath.Join(c.dir, "kubeconfig"))
+	require.NoError(t, err)
+	c.client, err = kubernetes.NewForConfig(c.config)
+	require.NoError(t, err)
+
+	t.Run("every node is Ready with its pool's labels and taint", func(t *testing.T) { c.checkNodes(t) })
+	t.Run("pods run on every node and reach each other, Services and the API server", func(t *testing.T) {
+		c.checkPods(t)
+	})
+	t.Run("status names a stopped part and up restarts it", func(t *testing.T) { c.checkStatus(t) })
+
+	c.script(t, "down")
+	down = true
+	after := hostState(t, root, c.dir)
+	for section, lines := range before {
+		assert.Equal(t, lines, after[section], "%s after down differ from before up", section)
+	}
+	c.script(t, "purge")
+	_, err = os.Stat(filepath.Join(c.dir, "nodes"))
+	assert.True(t, os.IsNotExist(err), "purge leaves the nodes' directories: %v", err)
+}
+
+func (c *cluster) checkNodes(t *testing.T) {
+	ctx := context.Background()
+	for i, pool := range pools {
+		node, err := c.client.CoreV1().Nodes().Get(ctx, fmt.Sprintf("%s-%d", pool, i), metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.True(t, ready(node), "%s is not Ready: %v", node.Name, node.Status.Conditions)
+		assert.Equal(t, "v1.36.3", node.Status.NodeInfo.KubeletVersion, node.Name)
+		assert.Equal(t, "containerd://2.4.2", node.Status.NodeInfo.ContainerRuntimeVersion, node.Name)
+		tainted := slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Key == gpuTaint && t.Value == "present" && t.Effect == corev1.TaintEffectNoSchedule
+		})
+		if pool == "system" {
+			assert.False(t, tainted, "the system node carries the GPU taint")
+			assert.NotContains(t, node.Labels, "gpu-tenancy.io/pool")
+			continue
+		}
+		assert.True(t, tainted, "%s lacks its pool's taint: %v", node.Name, node.Spec.Taints)
+		assert.Equal(t, pool, node.Labels["gpu-tenancy.io/pool"], node.Name)
+		assert.Equal(t, "true", node.Labels["nvidia.com/gpu.present"], node.Name)
+	}
+}
+
+func ready(node *corev1.Node) bool {
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// pod is a busybox pod pinned to a node, running a shell command.
+func pod(name, node, command string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{
+			NodeName:    node,
+			Tolerations: []corev1.Toleration{{Key: gpuTaint, Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{
+				Name: "main", Image: busybox, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"/bin/sh", "-c", command},
+			}},
+		},
+	}
+}
+
+func (c *cluster) checkPods(t *testing.T) {
+	ctx := context.Background()
+	pods := c.client.CoreV1().Pods("default")
+	// One web server per node, each answering with its node's name, and one client on the first node.
+	var webs []*corev1.Pod
+	for i, pool := range pools {
+		node := fmt.Sprintf("%s-%d", pool, i)
+		p := pod("web-"+node, node,
+			"mkdir -p /tmp/www && echo served-by-$NODE > /tmp/www/index.html && echo web up on $NODE && exec httpd -f -p 8080 -h /tmp/www")
+		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "NODE", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}}
+		created, err := pods.Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+		webs = append(webs, created)
+	}
+	client := fmt.Sprintf("%s-%d", pools[0], 0)
+	_, err := pods.Create(ctx, pod("client", client, "exec sleep 3600"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	for i, w := range append(webs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "client"}}) {
+		running := c.waitRunning(t, w.Name)
+		if i < len(webs) {
+			webs[i] = running
+		}
+	}
+
+	for _, w := range webs {
+		node := w.Spec.NodeName
+		logs, err := pods.GetLogs(w.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		require.NoError(t, err, "logs of %s", w.Name)
+		assert.Equal(t, "web up on "+node+"\n", string(logs))
+		out, err := c.exec(t, "client", "wget", "-qO-", "http://"+w.Status.PodIP+":8080")
+		require.NoError(t, err, "client on %s to pod %s on %s: %s", client, w.Status.PodIP, node, out)
+		assert.Equal(t, "served-by-"+node+"\n", out)
+
+		svc, err := c.client.CoreV1().Services("default").Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: w.Name},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": w.Name},
+				Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		// kube-proxy programs the Service once its EndpointSlice is there.
+		var last string
+		err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
+			last, err = c.exec(t, "client", "wget", "-qO-", "http://"+svc.Spec.ClusterIP)
+			return err == nil, nil
+		})
+		require.NoError(t, err, "client to Service %s (%s) of a pod on %s: %s", svc.Name, svc.Spec.ClusterIP, node, last)
+		assert.Equal(t, "served-by-"+node+"\n", last)
+	}
+	// The API server behind the kubernetes Service, through kube-proxy's rules to the bridge address, with the pod's
+	// own service-account token.
+	out, err := c.exec(t, "client", "podcheck", "get", "https://10.0.0.1/version")
+	require.NoError(t, err, "client to the kubernetes Service: %s", out)
+	assert.Contains(t, out, `"gitVersion": "v1.36.3"`)
+	// A port nothing listens on is refused, so the checks above can fail.
+	out, err = c.exec(t, "client", "podcheck", "dial", webs[1].Status.PodIP+":8081")
+	assert.Error(t, err, "a closed port answered: %s", out)
+}
+
+func (c *cluster) waitRunning(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	var p *corev1.Pod
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true,
+		func(ctx context.Context) (bool, error) {
+			var err error
+			p, err = c.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return p.Status.Phase == corev1.PodRunning, nil
+		})
+	require.NoError(t, err, "pod %s never ran: %+v", name, p.Status)
+	return p
+}
+
+// exec runs a command in a pod's container through the API server and the kubelet, as kubectl exec does.
+func (c *cluster) exec(t *testing.T, pod string, command ...string) (string, error) {
+	t.Helper()
+	req := c.client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod).
+		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
+		Container: "main", Command: command, Stdout: true, Stderr: true,
+	}, scheme.ParameterCodec)
+	executor, err := remotecommand.NewSPDYExecutor(c.config, "POST", req.URL())
+	require.NoError(t, err)
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = executor.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+	return stdout.String() + stderr.String(), err
+}
+
+func (c *cluster) checkStatus(t *testing.T) {
+	out := c.script(t, "status")
+	for i, pool := range pools {
+		for _, part := range []string{"holder", "containerd", "kubelet", "kube-proxy"} {
+			assert.Regexp(t, fmt.Sprintf(`(?m)^%s-%d\.%s +running`, pool, i, part), out)
+		}
+		assert.Regexp(t, fmt.Sprintf(`(?m)^%s-%d +Ready$`, pool, i), out)
+	}
+	pidFile := filepath.Join(c.dir, "run", "a100-mig-2.kube-proxy.pid")
+	pid, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	require.NoError(t, exec.Command("kill", "-KILL", strings.TrimSpace(string(pid))).Run())
+	require.Eventually(t, func() bool {
+		_, err := os.Stat("/proc/" + strings.TrimSpace(string(pid)))
+		return os.IsNotExist(err)
+	}, 10*time.Second, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var buf bytes.Buffer
+	err = localcluster.Run(ctx, c.root, c.dir, "status", append(os.Environ(), clusterEnv...), &buf)
+	assert.Error(t, err, "status exits 0 with a part down:\n%s", buf.String())
+	assert.Regexp(t, `(?m)^a100-mig-2\.kube-proxy +CRASHED`, buf.String())
+	assert.Contains(t, buf.String(), "last lines of", "status shows the dead part's log")
+	c.script(t, "up")
+	assert.Regexp(t, `(?m)^a100-mig-2\.kube-proxy +running`, c.script(t, "status"))
+}
