@@ -11,6 +11,9 @@
 # Output:
 #   .tools/bin/{pulumi,pulumi-language-yaml,etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-state-metrics,
 #               vcluster-config,promql-eval}
+#   .tools/bin/{kubelet,kube-proxy,containerd,containerd-shim-runc-v2,ctr}  the real nodes (scripts/local-nodes.sh)
+#   .tools/bin/sim-dra-plugin         the real GPU nodes' simulated NVIDIA DRA kubelet plugin, rebuilt on every run
+#   .tools/nodeimages/{mkimage,pause,gpu-probe,podcheck}  what the nodes' images are packed with and from
 #   .tools/bin/gpu-tenancy-policy     the project's policy pack (./policy), rebuilt on every run
 #   .tools/bin/pulumi-resource-gpu-tenancy  the component provider (./provider), rebuilt on every run
 #   .tools/pulumi-home/plugins/resource-kubernetes-v4.32.0/pulumi-resource-kubernetes
@@ -127,7 +130,7 @@ build() {
 		if [[ $p == . ]]; then bins+=("$(basename "$dir")"); else bins+=("$(basename "$p")"); fi
 	done
 	local stamp
-	stamp=$(stamp_of "$dir" "$ldflags" "$@")
+	stamp=$(stamp_of "$dir" "$ldflags" "${GOFLAGS:-}" "${CGO_ENABLED:-}" "$@")
 	if up_to_date "$name" "$stamp" "${bins[@]/#/$out/}"; then
 		echo "build-tools: $name up to date"
 		return
@@ -213,8 +216,9 @@ wanted containerd && CGO_ENABLED=0 GOFLAGS="-tags=no_btrfs,no_devmapper,no_zfs" 
 	github.com/containerd/containerd/v2/cmd/ctr
 
 # --- node images -------------------------------------------------------------------------------
-# mkimage packs the images the real nodes run (scripts/tools/nodeimages), from the static binaries built beside it.
-wanted nodeimages && CGO_ENABLED=0 build nodeimages "$MODS/nodeimages" "$TOOLS/nodeimages" "" ./mkimage ./pause ./gpu-probe ./podcheck
+# mkimage packs the images the real nodes run (scripts/tools/nodeimages), from the static binaries built beside it;
+# -trimpath, so that the images' digests do not depend on where the repository is (images.lock).
+wanted nodeimages && CGO_ENABLED=0 GOFLAGS=-trimpath build nodeimages "$MODS/nodeimages" "$TOOLS/nodeimages" "" ./mkimage ./pause ./gpu-probe ./podcheck
 
 # --- pulumi CLI and the YAML language host ----------------------------------------------------
 # The Automation API refuses a CLI that does not report its version. pulumi-language-yaml (pulumi-yaml, its own
@@ -270,30 +274,28 @@ if [[ $SET == demo ]]; then
 	exit 0
 fi
 
-# --- policy pack -----------------------------------------------------------------------------
-# The project's own policy pack (./policy), from the product module. Always built: the `build` helper stamps only a
-# module directory's top-level files, and the pack also depends on components/naming and go.mod. Go's build cache
-# makes an unchanged rebuild a few seconds (mostly the link). Staged and moved, so a preview running the old binary
-# is never handed a half-written one.
-echo "build-tools: building gpu-tenancy-policy (./policy) ..."
-policy_tmp=$(mktemp -d "$TOOLS/.build.XXXXXX")
-if ! (cd "$ROOT" && timed "go build gpu-tenancy-policy" go build -ldflags "-s -w" -o "$policy_tmp/gpu-tenancy-policy" ./policy); then
-	rm -rf "$policy_tmp"
-	exit 1
-fi
-mv -f "$policy_tmp/gpu-tenancy-policy" "$BIN/gpu-tenancy-policy"
-rm -rf "$policy_tmp"
+# build_always NAME DIR PACKAGE: go build of a product package into $BIN/NAME on every run. The `build` helper stamps
+# only a module directory's top-level files, and these depend on the product's packages and go.mod; Go's build cache
+# makes an unchanged rebuild a few seconds (mostly the link). Staged and moved, so a preview running the old binary is
+# never handed a half-written one.
+build_always() {
+	local name=$1 dir=$2 pkg=$3 tmp
+	echo "build-tools: building $name ($pkg) ..."
+	tmp=$(mktemp -d "$TOOLS/.build.XXXXXX")
+	if ! (cd "$dir" && timed "go build $name" go build -ldflags "-s -w" -o "$tmp/$name" "$pkg"); then
+		rm -rf "$tmp"
+		exit 1
+	fi
+	mv -f "$tmp/$name" "$BIN/$name"
+	rm -rf "$tmp"
+}
 
-# --- gpu-tenancy component provider ----------------------------------------------------------------
+# The project's own policy pack (./policy).
+build_always gpu-tenancy-policy "$ROOT" ./policy
+# The real nodes' simulated NVIDIA DRA kubelet plugin (scripts/sim-dra-plugin, internal/sim/draplugin).
+build_always sim-dra-plugin "$ROOT" ./scripts/sim-dra-plugin
 # The Platform for programs in other languages (./provider, its own module so the product's stays light), where a
-# program's plugins.providers entry finds it. Always built, like the policy pack: it links the product's packages.
-echo "build-tools: building pulumi-resource-gpu-tenancy (./provider) ..."
-provider_tmp=$(mktemp -d "$TOOLS/.build.XXXXXX")
-if ! (cd "$ROOT/provider" && timed "go build pulumi-resource-gpu-tenancy" go build -ldflags "-s -w" -o "$provider_tmp/" ./cmd/pulumi-resource-gpu-tenancy); then
-	rm -rf "$provider_tmp"
-	exit 1
-fi
-mv -f "$provider_tmp/pulumi-resource-gpu-tenancy" "$BIN/pulumi-resource-gpu-tenancy"
-rm -rf "$provider_tmp"
+# program's plugins.providers entry finds it.
+build_always pulumi-resource-gpu-tenancy "$ROOT/provider" ./cmd/pulumi-resource-gpu-tenancy
 
 echo "build-tools: done: $BIN"

@@ -9,6 +9,7 @@
 #   scripts/local-cluster.sh down     stop the recorded processes, by pid
 #   scripts/local-cluster.sh status   report each component; exit 1 unless all are up
 #   scripts/local-cluster.sh purge    down, then delete the data directory (fresh etcd and certs)
+#   scripts/local-cluster.sh images   pack the real nodes' images and print their digests (images.lock's lines)
 #
 # Admin kubeconfig: $GT_CLUSTER_DIR/kubeconfig (default .tools/local-cluster/kubeconfig). The scheduler runs as
 # system:kube-scheduler and the controller-manager as system:kube-controller-manager with a service account per
@@ -284,11 +285,15 @@ up() {
 		# Without kubelets and a cloud, node lifecycle, IPAM, routes and load balancers have
 		# nothing to manage; quota, namespace, garbage-collector and resource-claim controllers stay on.
 		local kcm=$DATA/kube-controller-manager.kubeconfig
+		# With real nodes, node lifecycle lifts the not-ready taint a node registers with (and would evict from a node
+		# that stops reporting); simulated nodes never report, so without real nodes it stays off.
+		local controllers='*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-route,-service'
+		nodes_enabled && controllers='*,-nodeipam,-cloud-node-lifecycle,-route,-service'
 		# shellcheck disable=SC2046
 		start kube-controller-manager --kubeconfig "$kcm" \
 			--authentication-kubeconfig "$kcm" --authorization-kubeconfig "$kcm" \
 			--bind-address 127.0.0.1 --secure-port "$KCM_PORT" \
-			--controllers '*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-route,-service' \
+			--controllers "$controllers" \
 			--use-service-account-credentials=true --leader-elect=false \
 			--service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
 			--cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
@@ -369,6 +374,11 @@ status() {
 case "${1:-}" in
 up) up ;;
 down) down ;;
+images)
+	# The nodes' images into $GT_CLUSTER_DIR/images; prints the lines of scripts/tools/nodeimages/images.lock.
+	need_packages /bin/busybox:busybox-static
+	nodes_images
+	;;
 status) status ;;
 purge)
 	down
@@ -376,7 +386,7 @@ purge)
 	log "removed $DATA"
 	;;
 *)
-	echo "usage: $0 up|down|status|purge" >&2
+	echo "usage: $0 up|down|status|purge|images" >&2
 	exit 2
 	;;
 esac

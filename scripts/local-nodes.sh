@@ -13,6 +13,10 @@
 # writes at start (kubernetes v1.36.3 pkg/kubelet/cm/container_manager_linux.go setupKernelTunables: put back at once),
 # the node cgroups, and the empty mount points created for the compiled-in paths where the host had none.
 #
+# A GPU pool's node also runs the simulated NVIDIA DRA kubelet plugin (scripts/sim-dra-plugin, internal/sim/draplugin),
+# as a part of the node rather than a DaemonSet's pod: it publishes the pool's devices and prepares claims through CDI
+# specs in the node's /run/cdi, which containerd reads.
+#
 # GT_NODES is a space-separated list of pools, one node each: `system` is a node without GPUs or taint (where the
 # vCluster control planes run), any other name is a GPU pool of the local stack (stacks/Pulumi.local.yaml), whose
 # node carries that pool's labels and taint (components/cluster/gpus.go GPUNodeLabels, GPUTaint).
@@ -31,7 +35,8 @@ KERNEL_TUNABLES=(vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_
 # (/run/containerd) and libcni (/var/lib/cni), given to each node in its own mount namespace.
 NODE_PRIVATE_PATHS=(/var/lib/kubelet /var/log/containers /var/log/pods /var/lib/cni /run/containerd /var/lib/containerd
 	/etc/cni /run/cdi /etc/cdi)
-NODE_PARTS=(holder containerd kubelet kube-proxy)
+# A GPU pool's node also runs the simulated NVIDIA DRA kubelet plugin (internal/sim/draplugin).
+NODE_PARTS=(holder containerd kubelet kube-proxy dra-plugin)
 PAUSE_IMAGE=localhost/gpu-tenancy/pause:local
 PROBE_IMAGE=localhost/gpu-tenancy/gpu-probe:local
 BUSYBOX_IMAGE=localhost/gpu-tenancy/busybox:local
@@ -47,6 +52,7 @@ node_pid() {
 	local exe
 	case $2 in
 	holder) exe=$NODE_TOOLS/pause ;;
+	dra-plugin) exe=$BIN/sim-dra-plugin ;;
 	*) exe=$BIN/$2 ;;
 	esac
 	pid_of "$(node_name "$1").$2" "$exe"
@@ -323,6 +329,20 @@ node_up() {
 	fi
 	node_wait "$i" kube-proxy "healthz" in_node "$i" curl -sf --max-time 2 http://127.0.0.1:10256/healthz
 	node_wait "$i" kubelet "node Ready" node_ready "$name"
+	[[ ${NODE_POOLS[$i]} == system ]] && return
+	# The plugin acts as the node (the Node authorizer lets a node publish its own ResourceSlices and read the claims
+	# of its pods), as the NVIDIA driver's plugin acts for its node with a service account.
+	if ! node_pid "$i" dra-plugin >/dev/null; then
+		node_start "$i" dra-plugin "$BIN/sim-dra-plugin" -node "$name" -pool "${NODE_POOLS[$i]}" \
+			-kubeconfig "$dir/kubelet.kubeconfig" -cdi-dir /run/cdi -dev-dir "$dir/dev"
+	fi
+	node_wait "$i" dra-plugin "its ResourceSlice" node_has_slice "$name"
+}
+
+node_has_slice() {
+	curl -sf --max-time 2 "${ADMIN_CURL[@]}" \
+		"https://$NODE_GW:$APISERVER_PORT/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName=$1" |
+		grep -q '"driver": "gpu.nvidia.com"'
 }
 
 node_ready() {
@@ -330,26 +350,31 @@ node_ready() {
 		grep -A3 '"type": "Ready"' | grep -q '"status": "True"'
 }
 
-# nodes_images packs the images every node holds: the pod sandbox, the GPU probe and a shell for tests (Debian's static
-# busybox, where a workload needs a shell, with podcheck beside it).
+# nodes_images packs the images every node holds, and prints each one's reference, digest and sources (the lines of
+# scripts/tools/nodeimages/images.lock): the pod sandbox, the GPU probe and a shell for tests (Debian's static
+# busybox, where a workload needs a shell, with podcheck beside it). The same sources give the same digests.
 nodes_images() {
 	mkdir -p "$DATA/images"
-	"$NODE_TOOLS/mkimage" -o "$DATA/images/pause.tar" -ref "$PAUSE_IMAGE" -entrypoint /pause /pause="$NODE_TOOLS/pause" >/dev/null
-	"$NODE_TOOLS/mkimage" -o "$DATA/images/gpu-probe.tar" -ref "$PROBE_IMAGE" -entrypoint /gpu-probe -user 65532 \
-		/gpu-probe="$NODE_TOOLS/gpu-probe" >/dev/null
+	local go busybox
+	go=$(go env GOVERSION 2>/dev/null || echo "go?")
+	busybox=$(dpkg-query -W -f '${Version}' busybox-static 2>/dev/null || echo "?")
+	echo "$("$NODE_TOOLS/mkimage" -o "$DATA/images/pause.tar" -ref "$PAUSE_IMAGE" -entrypoint /pause \
+		/pause="$NODE_TOOLS/pause") nodeimages/pause@$go"
+	echo "$("$NODE_TOOLS/mkimage" -o "$DATA/images/gpu-probe.tar" -ref "$PROBE_IMAGE" -entrypoint /gpu-probe -user 65532 \
+		/gpu-probe="$NODE_TOOLS/gpu-probe") nodeimages/gpu-probe@$go"
 	local links=() a
 	for a in sh cat ls wget nc sleep echo id env ip hostname grep httpd; do links+=("/bin/$a=@busybox"); done
-	"$NODE_TOOLS/mkimage" -o "$DATA/images/busybox.tar" -ref "$BUSYBOX_IMAGE" -entrypoint /bin/sh -user 65532 \
-		/bin/busybox=/bin/busybox /bin/podcheck="$NODE_TOOLS/podcheck" "${links[@]}" >/dev/null
+	echo "$("$NODE_TOOLS/mkimage" -o "$DATA/images/busybox.tar" -ref "$BUSYBOX_IMAGE" -entrypoint /bin/sh -user 65532 \
+		/bin/busybox=/bin/busybox /bin/podcheck="$NODE_TOOLS/podcheck" "${links[@]}") debian:busybox-static=$busybox+nodeimages/podcheck@$go"
 }
 
 nodes_up() {
 	need_packages nsenter:util-linux ip:iproute2 runc:runc iptables:iptables conntrack:conntrack \
 		/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static
-	[[ -x $NODE_TOOLS/pause && -x $NODE_TOOLS/mkimage && -x $BIN/containerd && -x $BIN/kubelet ]] ||
+	[[ -x $NODE_TOOLS/pause && -x $NODE_TOOLS/mkimage && -x $BIN/containerd && -x $BIN/kubelet && -x $BIN/sim-dra-plugin ]] ||
 		die "the nodes' tools are missing: run scripts/build-tools.sh first"
 	save_host_settings
-	nodes_images
+	nodes_images >/dev/null
 	local i
 	for ((i = 0; i < ${#NODE_POOLS[@]}; i++)); do node_up "$i"; done
 	restore_host_settings
@@ -357,6 +382,11 @@ nodes_up() {
 
 # node_processes NODE: every process of node NODE: in its network namespace (its parts, the shims, host-network
 # containers) or in its cgroup (every container).
+# node_parts NODE: the parts node NODE runs.
+node_parts() {
+	if [[ ${NODE_POOLS[$1]} == system ]]; then echo "${NODE_PARTS[@]:0:4}"; else echo "${NODE_PARTS[@]}"; fi
+}
+
 node_processes() {
 	local i=$1 holder netns name p
 	name=$(node_name "$i")
@@ -373,7 +403,7 @@ node_processes() {
 node_down() {
 	local i=$1 name part pid pids n
 	name=$(node_name "$i")
-	for part in kube-proxy kubelet containerd; do
+	for part in dra-plugin kube-proxy kubelet containerd; do
 		if pid=$(node_pid "$i" "$part"); then
 			log "stopping $name.$part (pid $pid)"
 			signal_and_wait TERM "$pid" 10 || signal_and_wait KILL "$pid" 5 || true
@@ -407,7 +437,7 @@ node_down() {
 # nodes_down stops every part of the nodes the last up started, whatever GT_NODES says now.
 nodes_down() {
 	local i f
-	for f in "$RUN"/*.holder.pid "$RUN"/*.kubelet.pid "$RUN"/*.containerd.pid "$RUN"/*.kube-proxy.pid; do
+	for f in "$RUN"/*.holder.pid "$RUN"/*.kubelet.pid "$RUN"/*.containerd.pid "$RUN"/*.kube-proxy.pid "$RUN"/*.dra-plugin.pid; do
 		[[ -f $f ]] || continue
 		local name=${f##*/}
 		name=${name%%.*}
@@ -439,7 +469,7 @@ nodes_status() {
 	local i part pid rc=0 name
 	for ((i = 0; i < ${#NODE_POOLS[@]}; i++)); do
 		name=$(node_name "$i")
-		for part in "${NODE_PARTS[@]}"; do
+		for part in $(node_parts "$i"); do
 			if pid=$(node_pid "$i" "$part"); then
 				printf '%-24s running  pid %-7s\n' "$name.$part" "$pid"
 			elif [[ -f $RUN/$name.$part.pid ]]; then

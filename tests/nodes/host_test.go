@@ -21,7 +21,8 @@ var compiledIn = []string{"/var/lib/kubelet", "/var/log/containers", "/var/log/p
 var counters = regexp.MustCompile(`\[\d+:\d+\]`)
 
 // nodeParts are the programs a node runs (scripts/local-nodes.sh).
-var nodeParts = []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "pause", "gpu-probe"}
+var nodeParts = []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "pause", "gpu-probe",
+	"sim-dra-plugin"}
 
 // hostState is what real nodes could leave behind on the host, by kind: processes of the nodes and of the control plane
 // in dir (other tests' control planes come and go meanwhile), network interfaces, routes, iptables rules and chains (both
@@ -148,4 +149,28 @@ func TestHostStateSeesWhatANodeLeavesBehind(t *testing.T) {
 			require.Equal(t, before, hostState(t, root, dir), "the leftover was taken back")
 		})
 	}
+}
+
+// The nodes' images, packed afresh from the tools this checkout built, are the ones scripts/tools/nodeimages/images.lock
+// records: same sources, same digests.
+func TestTheNodesImagesAreTheLockFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("packs the images")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	lock, err := os.ReadFile(filepath.Join(root, "scripts", "tools", "nodeimages", "images.lock"))
+	require.NoError(t, err)
+	var want []string
+	for _, line := range strings.Split(strings.TrimSpace(string(lock)), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			want = append(want, line)
+		}
+	}
+	cmd := exec.Command(filepath.Join(root, "scripts", "local-cluster.sh"), "images")
+	cmd.Env = append(os.Environ(), "GT_CLUSTER_DIR="+t.TempDir())
+	out, err := cmd.Output()
+	require.NoError(t, err, "local-cluster.sh images")
+	require.Equal(t, want, strings.Split(strings.TrimSpace(string(out)), "\n"),
+		"the images differ from images.lock: regenerate it as its header says, if a source changed on purpose")
 }

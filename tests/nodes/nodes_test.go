@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/localcluster"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -27,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/ptr"
 )
 
 // The nodes of the test cluster: one without GPUs, and one per GPU pool of the local stack (stacks/Pulumi.local.yaml).
@@ -38,6 +41,7 @@ var clusterEnv = []string{"GT_ETCD_PORT=43790", "GT_ETCD_PEER_PORT=43800", "GT_A
 
 const (
 	busybox  = "localhost/gpu-tenancy/busybox:local"
+	gpuProbe = "localhost/gpu-tenancy/gpu-probe:local"
 	gpuTaint = "nvidia.com/gpu"
 )
 
@@ -86,6 +90,9 @@ func TestPodsRunOnRealNodesAndDownLeavesTheHostAsItWas(t *testing.T) {
 	t.Run("pods run on every node and reach each other, Services and the API server", func(t *testing.T) {
 		c.checkPods(t)
 	})
+	t.Run("a GPU pod sees exactly its claim's devices, injected by the runtime through CDI", func(t *testing.T) {
+		c.checkGPUs(t)
+	})
 	t.Run("status names a stopped part and up restarts it", func(t *testing.T) { c.checkStatus(t) })
 
 	c.script(t, "down")
@@ -130,13 +137,14 @@ func ready(node *corev1.Node) bool {
 	return false
 }
 
-// pod is a busybox pod pinned to a node, running a shell command.
+// pod is a busybox pod for one node, running a shell command.
 func pod(name, node, command string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
 		Spec: corev1.PodSpec{
-			NodeName:    node,
-			Tolerations: []corev1.Toleration{{Key: gpuTaint, Operator: corev1.TolerationOpExists}},
+			// Placed by the scheduler, which a node's taints and readiness gate.
+			NodeSelector: map[string]string{"kubernetes.io/hostname": node},
+			Tolerations:  []corev1.Toleration{{Key: gpuTaint, Operator: corev1.TolerationOpExists}},
 			Containers: []corev1.Container{{
 				Name: "main", Image: busybox, ImagePullPolicy: corev1.PullNever,
 				Command: []string{"/bin/sh", "-c", command},
@@ -239,7 +247,11 @@ func (c *cluster) exec(t *testing.T, pod string, command ...string) (string, err
 func (c *cluster) checkStatus(t *testing.T) {
 	out := c.script(t, "status")
 	for i, pool := range pools {
-		for _, part := range []string{"holder", "containerd", "kubelet", "kube-proxy"} {
+		parts := []string{"holder", "containerd", "kubelet", "kube-proxy"}
+		if pool != "system" {
+			parts = append(parts, "dra-plugin")
+		}
+		for _, part := range parts {
 			assert.Regexp(t, fmt.Sprintf(`(?m)^%s-%d\.%s +running`, pool, i, part), out)
 		}
 		assert.Regexp(t, fmt.Sprintf(`(?m)^%s-%d +Ready$`, pool, i), out)
@@ -261,4 +273,118 @@ func (c *cluster) checkStatus(t *testing.T) {
 	assert.Contains(t, buf.String(), "last lines of", "status shows the dead part's log")
 	c.script(t, "up")
 	assert.Regexp(t, `(?m)^a100-mig-2\.kube-proxy +running`, c.script(t, "status"))
+}
+
+// gpuPod asks for one device of class through a claim template; its second container, if any, asks for none.
+func (c *cluster) gpuPod(t *testing.T, name, class string, without bool) {
+	ctx := context.Background()
+	_, err := c.client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: class},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].type == %q`, simhw.Driver,
+				simhw.Driver, strings.TrimPrefix(class, "sim-")),
+		}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.client.ResourceV1().ResourceClaimTemplates("default").Create(ctx, &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class}}},
+		}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	containers := []corev1.Container{{Name: "with", Image: gpuProbe, ImagePullPolicy: corev1.PullNever,
+		Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}}
+	if without {
+		containers = append(containers, corev1.Container{Name: "without", Image: gpuProbe, ImagePullPolicy: corev1.PullNever})
+	}
+	_, err = c.client.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			Tolerations:    []corev1.Toleration{{Key: gpuTaint, Operator: corev1.TolerationOpExists}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(name)}},
+			Containers:     containers,
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// allocated is the device the scheduler gave a pod's claim, the claim's UID, and the device as its node's plugin
+// published it.
+func (c *cluster) allocated(t *testing.T, pod *corev1.Pod) (resourcev1.DeviceRequestAllocationResult, string, resourcev1.Device) {
+	ctx := context.Background()
+	require.Len(t, pod.Status.ResourceClaimStatuses, 1)
+	claim, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, *pod.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, claim.Status.Allocation)
+	require.Len(t, claim.Status.Allocation.Devices.Results, 1)
+	result := claim.Status.Allocation.Devices.Results[0]
+	assert.Equal(t, pod.Spec.NodeName, result.Pool, "the device is not from the pod's node")
+	slices, err := c.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + pod.Spec.NodeName})
+	require.NoError(t, err)
+	for _, s := range slices.Items {
+		for _, d := range s.Spec.Devices {
+			if s.Spec.Driver == result.Driver && s.Spec.Pool.Name == result.Pool && d.Name == result.Device {
+				return result, string(claim.UID), d
+			}
+		}
+	}
+	require.Failf(t, "device not published", "%s/%s/%s is in no ResourceSlice of %s", result.Driver, result.Pool,
+		result.Device, pod.Spec.NodeName)
+	return result, "", resourcev1.Device{}
+}
+
+func (c *cluster) logs(t *testing.T, pod, container string) string {
+	t.Helper()
+	out, err := c.client.CoreV1().Pods("default").GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
+	require.NoError(t, err, "logs of %s/%s", pod, container)
+	return string(out)
+}
+
+func (c *cluster) checkGPUs(t *testing.T) {
+	c.gpuPod(t, "whole", "sim-gpu", true)
+	c.gpuPod(t, "mig", "sim-mig", false)
+	whole, mig := c.waitRunning(t, "whole"), c.waitRunning(t, "mig")
+	assert.Equal(t, "a100-whole-1", whole.Spec.NodeName)
+	assert.Equal(t, "a100-mig-2", mig.Spec.NodeName)
+
+	result, claimUID, device := c.allocated(t, whole)
+	uuid := *device.Attributes["uuid"].StringValue
+	require.Equal(t, "gpu-0", result.Device)
+	// The driver's common nodes and variable, the GPU's own node, and its UUID.
+	assert.Equal(t, "device: /dev/nvidia-modeset\ndevice: /dev/nvidia-uvm\ndevice: /dev/nvidia-uvm-tools\n"+
+		"device: /dev/nvidia0\ndevice: /dev/nvidiactl\nuuid: "+uuid+"\nenv: NVIDIA_VISIBLE_DEVICES=void\n",
+		c.logs(t, "whole", "with"))
+	assert.Equal(t, "devices: none\n", c.logs(t, "whole", "without"), "a container without the claim sees a GPU")
+
+	_, _, migDevice := c.allocated(t, mig)
+	migLog := c.logs(t, "mig", "with")
+	assert.Equal(t, "mig", *migDevice.Attributes["type"].StringValue)
+	assert.Contains(t, migLog, "uuid: "+*migDevice.Attributes["uuid"].StringValue+"\n")
+	assert.Contains(t, migLog, "device: /dev/nvidia0\n", "a MIG device's container sees its parent GPU")
+	assert.Equal(t, 2, strings.Count(migLog, "device: /dev/nvidia-caps/nvidia-cap"), migLog)
+
+	// The claim stays prepared while the plugin and the kubelet restart: the pod's containers keep running and
+	// the claim's CDI spec stays where containerd reads it.
+	spec := filepath.Join(c.dir, "nodes", "a100-whole-1", "root", "run", "cdi", "k8s.gpu.nvidia.com-claim_"+claimUID+".yaml")
+	require.FileExists(t, spec)
+	for _, part := range []string{"dra-plugin", "kubelet"} {
+		pid, err := os.ReadFile(filepath.Join(c.dir, "run", "a100-whole-1."+part+".pid"))
+		require.NoError(t, err)
+		require.NoError(t, exec.Command("kill", "-KILL", strings.TrimSpace(string(pid))).Run())
+	}
+	c.script(t, "up")
+	require.FileExists(t, spec)
+	after := c.waitRunning(t, "whole")
+	for _, s := range after.Status.ContainerStatuses {
+		assert.Zero(t, s.RestartCount, "%s restarted", s.Name)
+	}
+	assert.Equal(t, whole.Status.ContainerStatuses[0].ContainerID, after.Status.ContainerStatuses[0].ContainerID)
+
+	// Deleting the pod unprepares its claim through the restarted plugin.
+	require.NoError(t, c.client.CoreV1().Pods("default").Delete(context.Background(), "whole", metav1.DeleteOptions{}))
+	assert.Eventually(t, func() bool {
+		_, err := os.Stat(spec)
+		return os.IsNotExist(err)
+	}, 2*time.Minute, time.Second, "the claim's CDI spec outlived its pod")
 }
