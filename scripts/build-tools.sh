@@ -217,8 +217,9 @@ wanted containerd && CGO_ENABLED=0 GOFLAGS="-tags=no_btrfs,no_devmapper,no_zfs" 
 
 # --- node images -------------------------------------------------------------------------------
 # mkimage packs the images the real nodes run (scripts/tools/nodeimages), from the static binaries built beside it;
-# -trimpath, so that the images' digests do not depend on where the repository is (images.lock).
-wanted nodeimages && CGO_ENABLED=0 GOFLAGS=-trimpath build nodeimages "$MODS/nodeimages" "$TOOLS/nodeimages" "" ./mkimage ./pause ./gpu-probe ./podcheck
+# -trimpath and no VCS stamp, so that the images' digests depend on neither where the repository is nor its commit
+# (images.lock).
+wanted nodeimages && CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false" build nodeimages "$MODS/nodeimages" "$TOOLS/nodeimages" "" ./mkimage ./pause ./gpu-probe ./podcheck
 
 # --- pulumi CLI and the YAML language host ----------------------------------------------------
 # The Automation API refuses a CLI that does not report its version. pulumi-language-yaml (pulumi-yaml, its own

@@ -56,7 +56,12 @@ COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 source "$ROOT/scripts/local-nodes.sh"
 # Where the API server listens: loopback, or the nodes' bridge, which the pods reach.
 API_HOST=127.0.0.1
-nodes_enabled && API_HOST=$NODE_GW
+if nodes_enabled; then
+	API_HOST=$NODE_GW
+elif [[ -f $RUN/api-host ]]; then
+	# A running control plane started with nodes, read by a command without GT_NODES.
+	API_HOST=$(<"$RUN/api-host")
+fi
 
 log() { echo "local-cluster: $*"; }
 die() {
@@ -115,7 +120,7 @@ ensure_pki() {
 	[[ -f $PKI/front-proxy-ca.crt ]] || new_ca front-proxy-ca gpu-tenancy-local-front-proxy-ca
 	[[ -f $PKI/front-proxy-client.crt ]] || sign front-proxy-ca front-proxy-client "/CN=front-proxy-client" "$CLIENT_EXT"
 	# One RSA key signs (apiserver, controller-manager) and verifies service-account tokens.
-	nodes_enabled && ! openssl x509 -in "$PKI/apiserver.crt" -noout -ext subjectAltName | grep -q "IP Address:$NODE_GW\b" &&
+	nodes_enabled && ! grep -q "IP Address:$NODE_GW\b" <<<"$(openssl x509 -in "$PKI/apiserver.crt" -noout -ext subjectAltName)" &&
 		die "$PKI/apiserver.crt does not name the nodes' bridge $NODE_GW: purge this data directory (make demo-down, or $0 purge)"
 	nodes_enabled && nodes_pki
 	if [[ ! -f $PKI/sa.pub ]]; then
@@ -220,7 +225,7 @@ healthy() { # healthy COMPONENT: one probe of its health endpoint
 	local url
 	url=$(health_url "$1")
 	case $1 in
-	etcd) curl -sf --max-time 2 "$url" | grep -q '"health":"true"' ;;
+	etcd) grep -q '"health":"true"' <<<"$(curl -sf --max-time 2 "$url")" ;;
 	kube-apiserver) [[ $(curl -sf --max-time 2 "${ADMIN_CURL[@]}" "$url") == ok ]] ;;
 	*) [[ $(curl -sfk --max-time 2 "$url") == ok ]] ;;
 	esac
@@ -246,6 +251,10 @@ up() {
 	fi
 	wait_ready etcd
 
+	local apiserver
+	if nodes_enabled && apiserver=$(pid_of kube-apiserver) && ! grep -q -- "--bind-address $NODE_GW " <<<"$(tr '\0' ' ' <"/proc/$apiserver/cmdline")"; then
+		die "the control plane in $DATA runs without nodes (its API server listens on loopback): stop it ($0 down) before an up with GT_NODES"
+	fi
 	if ! pid_of kube-apiserver >/dev/null; then
 		local node_args=(--endpoint-reconciler-type none --authorization-mode RBAC)
 		local admission=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultTolerationSeconds,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy
@@ -276,6 +285,7 @@ up() {
 			--runtime-config resource.k8s.io/v1=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true \
 			--allow-privileged=true --profiling=false $(gates) "${APISERVER_ARGS[@]}"
 	fi
+	echo "$API_HOST" >"$RUN/api-host"
 	wait_ready kube-apiserver
 	write_kubeconfig "$KUBECONFIG_FILE" admin
 	write_kubeconfig "$DATA/kube-scheduler.kubeconfig" kube-scheduler
@@ -343,6 +353,7 @@ down() {
 	local i
 	nodes_down
 	for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do stop "${COMPONENTS[i]}"; done
+	rm -f "$RUN/api-host"
 	nodes_release_host
 	log "down"
 }

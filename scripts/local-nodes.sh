@@ -27,6 +27,8 @@ NODE_NET=${GT_NODE_NET:-10.243.0}    # the nodes' network, /24: the host is .1, 
 POD_NET=${GT_POD_NET:-10.244}        # node i's pods: $POD_NET.i.0/24
 NODE_GW=$NODE_NET.1
 NODE_TOOLS=${GT_NODE_TOOLS:-$(dirname "$BIN")/nodeimages}
+# /proc/<pid>/exe is a resolved path: compare pids against the resolved directory.
+if [[ -d $NODE_TOOLS ]]; then NODE_TOOLS=$(cd "$NODE_TOOLS" && pwd -P); fi
 read -r -a NODE_POOLS <<<"${GT_NODES:-}"
 # The cluster-wide settings the kubelet writes when it starts.
 KERNEL_TUNABLES=(vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys
@@ -46,6 +48,8 @@ nodes_enabled() { ((${#NODE_POOLS[@]} > 0)); }
 node_name() { echo "${NODE_POOLS[$1]}-$1"; }
 node_ip() { echo "$NODE_NET.$((10 + $1))"; }
 node_dir() { echo "$DATA/nodes/$(node_name "$1")"; }
+# node_cgroup NODE: the node's cgroup root, named after the bridge too, so two clusters' nodes never share one.
+node_cgroup() { echo "$NODE_BRIDGE-$(node_name "$1")"; }
 
 # node_pid NODE PART: the pid of one part of node NODE if it runs and is that program.
 node_pid() {
@@ -97,13 +101,23 @@ restore_host_settings() {
 nodes_network() {
 	if ! ip link show "$NODE_BRIDGE" >/dev/null 2>&1; then
 		log "creating bridge $NODE_BRIDGE $NODE_GW/24"
-		ip link add "$NODE_BRIDGE" type bridge
+		# Recorded first: an up interrupted here leaves a bridge that down still removes.
 		echo "$NODE_BRIDGE" >"$RUN/bridge"
+		ip link add "$NODE_BRIDGE" type bridge
 	elif [[ ! -f $RUN/bridge ]]; then
 		die "the bridge $NODE_BRIDGE belongs to another local cluster with nodes: stop it first (its purge), or set GT_NODE_BRIDGE, GT_NODE_NET and GT_POD_NET"
 	fi
-	ip addr show dev "$NODE_BRIDGE" | grep -q "inet $NODE_GW/" || ip addr add "$NODE_GW/24" dev "$NODE_BRIDGE"
+	# Here-strings, not pipes into grep -q: under pipefail, a writer cut short by grep's early exit fails the test.
+	grep -q "inet $NODE_GW/" <<<"$(ip addr show dev "$NODE_BRIDGE")" || ip addr add "$NODE_GW/24" dev "$NODE_BRIDGE"
 	ip link set "$NODE_BRIDGE" up
+}
+
+# write_file FILE: stdin into FILE, only when it differs: kube-proxy exits when its configuration file changes
+# ("content of the proxy server's configuration file was updated"), so an up that changes nothing rewrites nothing.
+write_file() {
+	local tmp=$1.tmp
+	cat >"$tmp"
+	if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv -f "$tmp" "$1"; fi
 }
 
 render_node_files() {
@@ -116,7 +130,7 @@ render_node_files() {
 	for p in "${NODE_PRIVATE_PATHS[@]}"; do mkdir -p "$dir/root$p"; done
 	write_kubeconfig "$dir/kubelet.kubeconfig" "kubelet-$name" "https://$NODE_GW:$APISERVER_PORT"
 	write_kubeconfig "$dir/kube-proxy.kubeconfig" kube-proxy "https://$NODE_GW:$APISERVER_PORT"
-	cat >"$dir/etc/containerd.toml" <<EOF
+	write_file "$dir/etc/containerd.toml" <<EOF
 # containerd for node $name (scripts/local-nodes.sh). Config version 3 (containerd 2.x).
 version = 3
 root = "$dir/state/containerd"
@@ -160,7 +174,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       conf_dir = "$dir/cni/net.d"
       max_conf_num = 1
 EOF
-	cat >"$dir/cni/net.d/10-pods.conflist" <<EOF
+	write_file "$dir/cni/net.d/10-pods.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "pods",
@@ -173,7 +187,7 @@ EOF
 EOF
 	local taints="[]"
 	[[ ${NODE_POOLS[$i]} == system ]] || taints="[{key: nvidia.com/gpu, value: present, effect: NoSchedule}]"
-	cat >"$dir/etc/kubelet.yaml" <<EOF
+	write_file "$dir/etc/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: $ip
@@ -189,7 +203,7 @@ containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
-cgroupRoot: /$name
+cgroupRoot: /$(node_cgroup "$i")
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 maxPods: 40
@@ -201,7 +215,7 @@ imageGCLowThresholdPercent: 90
 oomScoreAdj: 0
 registerWithTaints: $taints
 EOF
-	cat >"$dir/etc/kube-proxy.yaml" <<EOF
+	write_file "$dir/etc/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: "$dir/kube-proxy.kubeconfig"}
@@ -270,7 +284,11 @@ node_up() {
 	name=$(node_name "$i")
 	ip=$(node_ip "$i")
 	render_node_files "$i"
-	if ! holder=$(node_pid "$i" holder); then
+	# A node whose namespaces were not set up to the end (an interrupted up, a holder that died under its parts) starts
+	# again from nothing.
+	if ! holder=$(node_pid "$i" holder) || [[ ! -f $RUN/$name.wired ]]; then
+		node_down "$i"
+		rm -f "$RUN/$name.wired"
 		# The namespaces live as long as this process; everything of the node runs inside them.
 		crashed_report "$name.holder"
 		setsid unshare --net --mount --propagation private "$NODE_TOOLS/pause" </dev/null >>"$LOGS/$name.holder.log" 2>&1 &
@@ -294,16 +312,18 @@ node_up() {
 			ip route add default via $NODE_GW
 			sysctl -qw net.ipv4.ip_forward=1
 		"
-		local j
-		for ((j = 0; j < ${#NODE_POOLS[@]}; j++)); do
-			((j == i)) && continue
-			nsenter -t "$holder" -n -- ip route replace "$POD_NET.$j.0/24" via "$(node_ip "$j")"
-		done
 		ip route replace "$POD_NET.$i.0/24" via "$ip"
+		touch "$RUN/$name.wired"
 	fi
+	# Routes to every other node's pods, also those of nodes a later up added.
+	local j
+	for ((j = 0; j < ${#NODE_POOLS[@]}; j++)); do
+		((j == i)) && continue
+		nsenter -t "$holder" -n -- ip route replace "$POD_NET.$j.0/24" via "$(node_ip "$j")"
+	done
 	# Every v1 hierarchy gets the node's cgroup root, where its kubelet puts its pods.
 	for p in /sys/fs/cgroup/*/; do
-		[[ -f $p/cgroup.procs && $p != */unified/ ]] && mkdir -p "$p$name"
+		if [[ -f $p/cgroup.procs && $p != */unified/ ]]; then mkdir -p "$p$(node_cgroup "$i")"; fi
 	done
 
 	if ! node_pid "$i" containerd >/dev/null; then
@@ -316,19 +336,26 @@ node_up() {
 			die "$name: importing $image failed"
 	done
 
+	local heartbeat=""
 	if ! node_pid "$i" kubelet >/dev/null; then
+		heartbeat=$(node_heartbeat "$name")
 		node_start "$i" kubelet "$BIN/kubelet" --config "$dir/etc/kubelet.yaml" \
 			--kubeconfig "$dir/kubelet.kubeconfig" --hostname-override "$name" --node-ip "$ip" $(node_labels "$i") \
 			--v=1 $(gates)
 	fi
 	node_wait "$i" kubelet "healthz" in_node "$i" curl -sf --max-time 2 http://127.0.0.1:10248/healthz
-	# The kubelet writes its kernel settings once, as it starts; the host's are put back at once.
-	restore_host_settings
+	if [[ -n $heartbeat ]]; then
+		# The kubelet writes its kernel settings once, as it starts, after its health endpoint answers: wait for them,
+		# then put the host's back at once.
+		node_wait "$i" kubelet "its kernel settings" kubelet_tunables_set
+		restore_host_settings
+	fi
 	if ! node_pid "$i" kube-proxy >/dev/null; then
 		node_start "$i" kube-proxy "$BIN/kube-proxy" --config "$dir/etc/kube-proxy.yaml" $(gates)
 	fi
 	node_wait "$i" kube-proxy "healthz" in_node "$i" curl -sf --max-time 2 http://127.0.0.1:10256/healthz
-	node_wait "$i" kubelet "node Ready" node_ready "$name"
+	# Ready as this kubelet reports it: a heartbeat newer than the last one before it started.
+	node_wait "$i" kubelet "node Ready" node_ready "$name" "$heartbeat"
 	[[ ${NODE_POOLS[$i]} == system ]] && return
 	# The plugin acts as the node (the Node authorizer lets a node publish its own ResourceSlices and read the claims
 	# of its pods), as the NVIDIA driver's plugin acts for its node with a service account.
@@ -340,14 +367,34 @@ node_up() {
 }
 
 node_has_slice() {
-	curl -sf --max-time 2 "${ADMIN_CURL[@]}" \
-		"https://$NODE_GW:$APISERVER_PORT/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName=$1" |
-		grep -q '"driver": "gpu.nvidia.com"'
+	local slices
+	slices=$(curl -sf --max-time 2 "${ADMIN_CURL[@]}" \
+		"https://$NODE_GW:$APISERVER_PORT/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName=$1") || return 1
+	grep -q '"driver": "gpu.nvidia.com"' <<<"$slices"
 }
 
+# node_ready NAME [HEARTBEAT]: the node's Ready condition is True, with a heartbeat other than HEARTBEAT if given.
 node_ready() {
-	curl -sf --max-time 2 "${ADMIN_CURL[@]}" "https://$NODE_GW:$APISERVER_PORT/api/v1/nodes/$1" |
-		grep -A3 '"type": "Ready"' | grep -q '"status": "True"'
+	local ready
+	ready=$(curl -sf --max-time 2 "${ADMIN_CURL[@]}" "https://$NODE_GW:$APISERVER_PORT/api/v1/nodes/$1") || return 1
+	ready=$(grep -A2 '"type": "Ready"' <<<"$ready")
+	grep -q '"status": "True"' <<<"$ready" || return 1
+	[[ -z ${2:-} ]] || ! grep -qF "$2" <<<"$ready"
+}
+
+# node_heartbeat NAME: the last heartbeat of the node's Ready condition, "none" for a node not registered.
+node_heartbeat() {
+	local node
+	node=$(curl -sf --max-time 2 "${ADMIN_CURL[@]}" "https://$NODE_GW:$APISERVER_PORT/api/v1/nodes/$1") || { echo none; return; }
+	grep -A2 '"type": "Ready"' <<<"$node" | sed -n 's/.*"lastHeartbeatTime": \("[^"]*"\).*/\1/p' | grep . || echo none
+}
+
+# The values the kubelet sets (kubernetes v1.36.3 pkg/kubelet/cm/container_manager_linux.go setupKernelTunables).
+KUBELET_TUNABLES=(vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1
+	kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000)
+kubelet_tunables_set() {
+	local t
+	for t in "${KUBELET_TUNABLES[@]}"; do [[ $(<"/proc/sys/${t%%=*}") == "${t#*=}" ]] || return 1; done
 }
 
 # nodes_images packs the images every node holds, and prints each one's reference, digest and sources (the lines of
@@ -355,17 +402,20 @@ node_ready() {
 # busybox, where a workload needs a shell, with podcheck beside it). The same sources give the same digests.
 nodes_images() {
 	mkdir -p "$DATA/images"
-	local go busybox
-	go=$(go env GOVERSION 2>/dev/null || echo "go?")
-	busybox=$(dpkg-query -W -f '${Version}' busybox-static 2>/dev/null || echo "?")
-	echo "$("$NODE_TOOLS/mkimage" -o "$DATA/images/pause.tar" -ref "$PAUSE_IMAGE" -entrypoint /pause \
-		/pause="$NODE_TOOLS/pause") nodeimages/pause@$go"
-	echo "$("$NODE_TOOLS/mkimage" -o "$DATA/images/gpu-probe.tar" -ref "$PROBE_IMAGE" -entrypoint /gpu-probe -user 65532 \
-		/gpu-probe="$NODE_TOOLS/gpu-probe") nodeimages/gpu-probe@$go"
+	local go busybox out
+	# The toolchain that built the binaries, as they record it.
+	go=$(go version "$NODE_TOOLS/pause" | awk '{print $NF}')
+	busybox=$(dpkg-query -W -f '${Version}' busybox-static)
+	out=$("$NODE_TOOLS/mkimage" -o "$DATA/images/pause.tar" -ref "$PAUSE_IMAGE" -entrypoint /pause /pause="$NODE_TOOLS/pause")
+	echo "$out nodeimages/pause@$go"
+	out=$("$NODE_TOOLS/mkimage" -o "$DATA/images/gpu-probe.tar" -ref "$PROBE_IMAGE" -entrypoint /gpu-probe -user 65532 \
+		/gpu-probe="$NODE_TOOLS/gpu-probe")
+	echo "$out nodeimages/gpu-probe@$go"
 	local links=() a
 	for a in sh cat ls wget nc sleep echo id env ip hostname grep httpd; do links+=("/bin/$a=@busybox"); done
-	echo "$("$NODE_TOOLS/mkimage" -o "$DATA/images/busybox.tar" -ref "$BUSYBOX_IMAGE" -entrypoint /bin/sh -user 65532 \
-		/bin/busybox=/bin/busybox /bin/podcheck="$NODE_TOOLS/podcheck" "${links[@]}") debian:busybox-static=$busybox+nodeimages/podcheck@$go"
+	out=$("$NODE_TOOLS/mkimage" -o "$DATA/images/busybox.tar" -ref "$BUSYBOX_IMAGE" -entrypoint /bin/sh -user 65532 \
+		/bin/busybox=/bin/busybox /bin/podcheck="$NODE_TOOLS/podcheck" "${links[@]}")
+	echo "$out debian:busybox-static=$busybox+nodeimages/podcheck@$go"
 }
 
 nodes_up() {
@@ -373,6 +423,8 @@ nodes_up() {
 		/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static
 	[[ -x $NODE_TOOLS/pause && -x $NODE_TOOLS/mkimage && -x $BIN/containerd && -x $BIN/kubelet && -x $BIN/sim-dra-plugin ]] ||
 		die "the nodes' tools are missing: run scripts/build-tools.sh first"
+	[[ -f /sys/fs/cgroup/pids/cgroup.procs ]] ||
+		die "real nodes need cgroup v1 hierarchies (/sys/fs/cgroup/pids): this host's cgroups are not what scripts/local-nodes.sh was written for"
 	save_host_settings
 	nodes_images >/dev/null
 	local i
@@ -396,8 +448,9 @@ node_processes() {
 			[[ $(readlink "$p/ns/net" 2>/dev/null) == "$netns" ]] && echo "${p#/proc/}"
 		done
 	fi
-	[[ -d /sys/fs/cgroup/pids/$name ]] && find "/sys/fs/cgroup/pids/$name" -name cgroup.procs -exec cat {} + 2>/dev/null
-	true
+	local cg
+	cg=/sys/fs/cgroup/pids/$(node_cgroup "$i")
+	if [[ -d $cg ]]; then find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null || true; fi
 }
 
 node_down() {
@@ -428,10 +481,10 @@ node_down() {
 	# The kernel frees a dead namespace's devices when it gets to it; the host end of the node's veth goes now.
 	ip link del "${NODE_BRIDGE:0:12}v$i" 2>/dev/null || true
 	local d
-	for d in /sys/fs/cgroup/*/"$name"; do
-		[[ -d $d ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+	for d in /sys/fs/cgroup/*/"$(node_cgroup "$i")"; do
+		if [[ -d $d ]]; then find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || log "$name: cgroup $d not removed"; fi
 	done
-	true
+	rm -f "$RUN/$name.wired"
 }
 
 # nodes_down stops every part of the nodes the last up started, whatever GT_NODES says now.

@@ -11,6 +11,8 @@
 //     cluster, with one entitlement policy for all and, for comparison, one per tenant;
 //   - fairness: one tenant's syncer token floods the API server of a control plane of its own while the other
 //     tenant's syncer and the DRA driver are timed (p50, p99), with and without the platform's FlowSchemas;
+//   - nodes: two real nodes (scripts/local-nodes.sh) from start to Ready, with their processes' memory, and a GPU pod
+//     from create to Running on one of them (needs root);
 //   - build: `go build ./infra` cold (empty build cache) and warm (one project file changed) against the floor, a
 //     program that only imports the SDK packages the project imports.
 //
@@ -19,7 +21,7 @@
 // It prints figures and asserts nothing about them: these machines are shared and noisy.
 //
 //	go run ./scripts/bench                          everything (`make bench`; needs `make tools`)
-//	go run ./scripts/bench -only plan,engine        a subset of plan, engine, layouts, admission, fairness, build (cold builds take minutes)
+//	go run ./scripts/bench -only plan,engine        a subset of plan, engine, layouts, admission, fairness, nodes, build (cold builds take minutes)
 //	go run ./scripts/bench -plan-tenants 10,100     other sizes
 //
 // Run it from the project directory. The control plane listens on ports of its own (clusterEnv: 13790, 13800,
@@ -46,7 +48,7 @@ import (
 )
 
 // parts in the order they run and print.
-var parts = []string{"plan", "engine", "layouts", "admission", "fairness", "build"}
+var parts = []string{"plan", "engine", "layouts", "admission", "fairness", "nodes", "build"}
 
 // row is one line of the table; a zero rssKiB or an empty resources prints as "-".
 type row struct {
@@ -158,6 +160,8 @@ func run(selected []string, planSizes, engineSizes []int, groupSize int) error {
 		case "fairness":
 			extra, err = benchFairness(ctx, root)
 			sections = append(sections, extra...)
+		case "nodes":
+			r, err = benchNodes(ctx, root)
 		case "build":
 			r, l, err = benchBuild(ctx, root)
 		}

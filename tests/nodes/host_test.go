@@ -111,18 +111,17 @@ func lines(t *testing.T, name string, args ...string) []string {
 
 // The comparison after down can fail: each kind of leftover a node could leave shows in hostState.
 func TestHostStateSeesWhatANodeLeavesBehind(t *testing.T) {
-	if testing.Short() {
-		t.Skip("changes the host for a moment")
-	}
-	require.Zero(t, os.Geteuid(), "needs root: run as root, as make test does")
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
+	root := asRoot(t, "changes the host for a moment")
 	dir, mnt := t.TempDir(), t.TempDir()
 	leftovers := []struct {
 		section      string
 		make, remove []string
 	}{
 		{"interfaces", []string{"ip", "link", "add", "gtleft0", "type", "bridge"}, []string{"ip", "link", "del", "gtleft0"}},
+		{"routes", []string{"ip", "route", "add", "blackhole", "10.249.99.0/24"}, []string{"ip", "route", "del", "blackhole", "10.249.99.0/24"}},
+		// A node's part left running: the holder's program, in a session of its own as the script starts it.
+		{"processes", []string{"sh", "-c", "setsid " + filepath.Join(root, ".tools", "nodeimages", "pause") + " </dev/null >/dev/null 2>&1 & echo $! >" + dir + "/pid; sleep 0.5"},
+			[]string{"sh", "-c", "kill $(cat " + dir + "/pid); sleep 0.5"}},
 		// iptables-nft creates the table on first use: it goes too, if it was not there before.
 		{"iptables", []string{"sh", "-c", "nft list table ip nat >/dev/null 2>&1 || touch " + dir + "/nat; iptables -t nat -N KUBE-LEFTOVER"},
 			[]string{"sh", "-c", "iptables -t nat -X KUBE-LEFTOVER; [ ! -e " + dir + "/nat ] || nft delete table ip nat"}},
@@ -154,11 +153,7 @@ func TestHostStateSeesWhatANodeLeavesBehind(t *testing.T) {
 // The nodes' images, packed afresh from the tools this checkout built, are the ones scripts/tools/nodeimages/images.lock
 // records: same sources, same digests.
 func TestTheNodesImagesAreTheLockFiles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("packs the images")
-	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
+	root := asRoot(t, "packs the images")
 	lock, err := os.ReadFile(filepath.Join(root, "scripts", "tools", "nodeimages", "images.lock"))
 	require.NoError(t, err)
 	var want []string

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/localcluster"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/draplugin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/utils/ptr"
 )
 
 // The nodes of the test cluster: one without GPUs, and one per GPU pool of the local stack (stacks/Pulumi.local.yaml).
@@ -41,7 +40,6 @@ var clusterEnv = []string{"GT_ETCD_PORT=43790", "GT_ETCD_PEER_PORT=43800", "GT_A
 
 const (
 	busybox  = "localhost/gpu-tenancy/busybox:local"
-	gpuProbe = "localhost/gpu-tenancy/gpu-probe:local"
 	gpuTaint = "nvidia.com/gpu"
 )
 
@@ -49,6 +47,19 @@ type cluster struct {
 	root, dir string
 	client    kubernetes.Interface
 	config    *rest.Config
+}
+
+// asRoot skips the test under -short, saying what it does, requires root, as the nodes do (namespaces, bridges,
+// cgroups), and returns the repository's root.
+func asRoot(t *testing.T, does string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(does)
+	}
+	require.Zero(t, os.Geteuid(), "needs root: run as root, as make test does")
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	return root
 }
 
 func (c *cluster) script(t *testing.T, verb string) string {
@@ -62,12 +73,7 @@ func (c *cluster) script(t *testing.T, verb string) string {
 }
 
 func TestPodsRunOnRealNodesAndDownLeavesTheHostAsItWas(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and real nodes")
-	}
-	require.Zero(t, os.Geteuid(), "real nodes need root (namespaces, bridges, cgroups): run as root, as make test does")
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
+	root := asRoot(t, "starts a control plane and real nodes")
 	for _, tool := range []string{"bin/kubelet", "bin/containerd", "bin/kube-proxy", "nodeimages/pause"} {
 		_, err := os.Stat(filepath.Join(root, ".tools", tool))
 		require.NoError(t, err, "%s is not built: run `make tools` (make test does)", tool)
@@ -81,6 +87,7 @@ func TestPodsRunOnRealNodesAndDownLeavesTheHostAsItWas(t *testing.T) {
 		}
 	})
 	c.script(t, "up")
+	var err error
 	c.config, err = clientcmd.BuildConfigFromFlags("", filepath.Join(c.dir, "kubeconfig"))
 	require.NoError(t, err)
 	c.client, err = kubernetes.NewForConfig(c.config)
@@ -98,9 +105,7 @@ func TestPodsRunOnRealNodesAndDownLeavesTheHostAsItWas(t *testing.T) {
 	c.script(t, "down")
 	down = true
 	after := hostState(t, root, c.dir)
-	for section, lines := range before {
-		assert.Equal(t, lines, after[section], "%s after down differ from before up", section)
-	}
+	assert.Equal(t, before, after, "the host after down differs from before up")
 	c.script(t, "purge")
 	_, err = os.Stat(filepath.Join(c.dir, "nodes"))
 	assert.True(t, os.IsNotExist(err), "purge leaves the nodes' directories: %v", err)
@@ -275,37 +280,15 @@ func (c *cluster) checkStatus(t *testing.T) {
 	assert.Regexp(t, `(?m)^a100-mig-2\.kube-proxy +running`, c.script(t, "status"))
 }
 
-// gpuPod asks for one device of class through a claim template; its second container, if any, asks for none.
-func (c *cluster) gpuPod(t *testing.T, name, class string, without bool) {
+// gpuPod applies draplugin.GPUWorkload for one device of deviceType.
+func (c *cluster) gpuPod(t *testing.T, name, deviceType string, without bool) {
 	ctx := context.Background()
-	_, err := c.client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: class},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
-			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].type == %q`, simhw.Driver,
-				simhw.Driver, strings.TrimPrefix(class, "sim-")),
-		}}}},
-	}, metav1.CreateOptions{})
+	class, template, pod := draplugin.GPUWorkload("default", name, deviceType, without)
+	_, err := c.client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = c.client.ResourceV1().ResourceClaimTemplates("default").Create(ctx, &resourcev1.ResourceClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class}}},
-		}}},
-	}, metav1.CreateOptions{})
+	_, err = c.client.ResourceV1().ResourceClaimTemplates("default").Create(ctx, template, metav1.CreateOptions{})
 	require.NoError(t, err)
-	containers := []corev1.Container{{Name: "with", Image: gpuProbe, ImagePullPolicy: corev1.PullNever,
-		Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}}
-	if without {
-		containers = append(containers, corev1.Container{Name: "without", Image: gpuProbe, ImagePullPolicy: corev1.PullNever})
-	}
-	_, err = c.client.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PodSpec{
-			Tolerations:    []corev1.Toleration{{Key: gpuTaint, Operator: corev1.TolerationOpExists}},
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(name)}},
-			Containers:     containers,
-		},
-	}, metav1.CreateOptions{})
+	_, err = c.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 }
 
@@ -342,8 +325,8 @@ func (c *cluster) logs(t *testing.T, pod, container string) string {
 }
 
 func (c *cluster) checkGPUs(t *testing.T) {
-	c.gpuPod(t, "whole", "sim-gpu", true)
-	c.gpuPod(t, "mig", "sim-mig", false)
+	c.gpuPod(t, "whole", "gpu", true)
+	c.gpuPod(t, "mig", "mig", false)
 	whole, mig := c.waitRunning(t, "whole"), c.waitRunning(t, "mig")
 	assert.Equal(t, "a100-whole-1", whole.Spec.NodeName)
 	assert.Equal(t, "a100-mig-2", mig.Spec.NodeName)
@@ -375,11 +358,16 @@ func (c *cluster) checkGPUs(t *testing.T) {
 	}
 	c.script(t, "up")
 	require.FileExists(t, spec)
-	after := c.waitRunning(t, "whole")
-	for _, s := range after.Status.ContainerStatuses {
-		assert.Zero(t, s.RestartCount, "%s restarted", s.Name)
-	}
-	assert.Equal(t, whole.Status.ContainerStatuses[0].ContainerID, after.Status.ContainerStatuses[0].ContainerID)
+	// up returned once the new kubelet reported the node Ready; give it a few syncs of the pod.
+	assert.Never(t, func() bool {
+		after := c.waitRunning(t, "whole")
+		for i, s := range after.Status.ContainerStatuses {
+			if s.RestartCount > 0 || s.ContainerID != whole.Status.ContainerStatuses[i].ContainerID {
+				return true
+			}
+		}
+		return false
+	}, 15*time.Second, time.Second, "a container of the GPU pod restarted with the kubelet or the plugin")
 
 	// Deleting the pod unprepares its claim through the restarted plugin.
 	require.NoError(t, c.client.CoreV1().Pods("default").Delete(context.Background(), "whole", metav1.DeleteOptions{}))

@@ -24,7 +24,9 @@ import (
 	"sync"
 
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
@@ -216,6 +218,13 @@ func (p *Plugin) prepare(claim *resourceapi.ResourceClaim) (kubeletplugin.Prepar
 			CDIDeviceIDs: []string{CDIKind + "=" + name},
 		})
 	}
+	if len(spec.Devices) == 0 {
+		// No device of this node: no spec (CDI refuses a spec without devices), and none left from before.
+		if err := os.Remove(p.specPath(claim.UID)); err != nil && !os.IsNotExist(err) {
+			return res, err
+		}
+		return res, nil
+	}
 	data, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return res, err
@@ -268,4 +277,42 @@ func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 // HandleError logs what the plugin library could not do in the background (publishing slices).
 func (p *Plugin) HandleError(ctx context.Context, err error, msg string) {
 	klog.FromContext(ctx).Error(err, msg)
+}
+
+// ProbeImage is the GPU probe's image on the local stack's nodes (scripts/tools/nodeimages/images.lock).
+const ProbeImage = "localhost/gpu-tenancy/gpu-probe:local"
+
+// GPUWorkload is what a test or the benchmark applies to run the GPU probe on a device of the plugin's type (gpu or
+// mig): a DeviceClass selecting that type of the driver's devices, a claim template asking one of the class, and a pod
+// named name in namespace whose container "with" holds the claim and, when without, whose container "without" holds
+// none. The pod tolerates the GPU nodes' taint.
+func GPUWorkload(namespace, name, deviceType string, without bool) (*resourceapi.DeviceClass, *resourceapi.ResourceClaimTemplate, *corev1.Pod) {
+	class := &resourceapi.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "sim-" + deviceType},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].type == %q`, simhw.Driver,
+				simhw.Driver, deviceType),
+		}}}},
+	}
+	template := &resourceapi.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
+				DeviceClassName: class.Name}}},
+		}}},
+	}
+	containers := []corev1.Container{{Name: "with", Image: ProbeImage, ImagePullPolicy: corev1.PullNever,
+		Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}}
+	if without {
+		containers = append(containers, corev1.Container{Name: "without", Image: ProbeImage, ImagePullPolicy: corev1.PullNever})
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: corev1.PodSpec{
+			Tolerations:    []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(name)}},
+			Containers:     containers,
+		},
+	}
+	return class, template, pod
 }

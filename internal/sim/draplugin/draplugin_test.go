@@ -91,6 +91,7 @@ func TestPrepareSkipsOtherNodesDevicesAndRefusesUnknownOnes(t *testing.T) {
 	res := prepare(t, p, claim("u3", result("node-b", "gpu-0")))
 	require.NoError(t, res.Err)
 	assert.Empty(t, res.Devices, "a device of another node's pool is not this plugin's")
+	assert.NoFileExists(t, filepath.Join(p.CDIDir, "k8s.gpu.nvidia.com-claim_u3.yaml"), "a spec without devices is invalid")
 	res = prepare(t, p, claim("u4", result("node-a", "gpu-7")))
 	assert.ErrorContains(t, res.Err, `device "gpu-7" is not on node node-a`)
 	res = prepare(t, p, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{UID: "u5"}})
