@@ -177,37 +177,51 @@ crashed_report() { # a pid file without its process: the component died; show wh
 	tail -n 20 "$LOGS/$c.log" 2>/dev/null | sed 's/^/    /' >&2 || true
 }
 
-start() { # start COMPONENT ARGS...: detached from this script (own session), output to its log
+# launch NAME EXE CMD...: CMD detached from this script, output to NAME's log, its pid recorded; EXE is the program CMD
+# execs in the end (pid_of checks it). Control-plane components and the nodes' parts start here.
+launch() {
+	local name=$1 exe=$2 i
+	shift 2
+	crashed_report "$name"
+	log "starting $name"
+	echo "=== $(date -u +%FT%TZ) starting $name" >>"$LOGS/$name.log"
+	"$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
+	echo $! >"$RUN/$name.pid"
+	# setsid (and nsenter) exec in place (this background job is not a group leader); wait for the exec.
+	for ((i = 0; i < 100; i++)); do
+		pid_of "$name" "$exe" >/dev/null && return
+		sleep 0.05
+	done
+}
+
+start() { # start COMPONENT ARGS...: in a session of its own
 	local c=$1
 	shift
 	[[ -x $BIN/$c ]] || die "$BIN/$c not found: run scripts/build-tools.sh first"
-	crashed_report "$c"
-	log "starting $c"
-	echo "=== $(date -u +%FT%TZ) starting $c" >>"$LOGS/$c.log"
-	setsid "$BIN/$c" "$@" </dev/null >>"$LOGS/$c.log" 2>&1 &
-	echo $! >"$RUN/$c.pid"
-	# setsid execs in place (this background job is not a group leader); wait for the exec.
-	local i
-	for ((i = 0; i < 40; i++)); do
-		pid_of "$c" >/dev/null && return
-		sleep 0.05
+	launch "$c" "$BIN/$c" setsid "$BIN/$c" "$@"
+}
+
+# await NAME EXE TIMEOUT_MESSAGE CMD...: polls CMD until it succeeds; when NAME's process (running EXE) exits or
+# START_TIMEOUT passes, stops the start, naming it, with its log's last lines.
+await() {
+	local name=$1 exe=$2 message=$3 deadline=$((SECONDS + START_TIMEOUT))
+	shift 3
+	until "$@" >/dev/null 2>&1; do
+		if ! pid_of "$name" "$exe" >/dev/null; then
+			crashed_report "$name"
+			die "$name exited during start-up"
+		fi
+		((SECONDS < deadline)) || {
+			tail -n 20 "$LOGS/$name.log" | sed 's/^/    /' >&2
+			die "$message"
+		}
+		sleep 0.3
 	done
 }
 
 # wait_ready COMPONENT: polls its health endpoint until it answers.
 wait_ready() {
-	local c=$1 deadline=$((SECONDS + START_TIMEOUT))
-	until healthy "$c"; do
-		if ! pid_of "$c" >/dev/null; then
-			crashed_report "$c"
-			die "$c exited during start-up"
-		fi
-		((SECONDS < deadline)) || {
-			tail -n 20 "$LOGS/$c.log" | sed 's/^/    /' >&2
-			die "$c not ready at $(health_url "$c") after ${START_TIMEOUT}s"
-		}
-		sleep 0.5
-	done
+	await "$1" "$BIN/$1" "$1 not ready at $(health_url "$1") after ${START_TIMEOUT}s" healthy "$1"
 }
 
 ADMIN_CURL=(--cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key")

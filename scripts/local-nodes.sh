@@ -30,9 +30,10 @@ NODE_TOOLS=${GT_NODE_TOOLS:-$(dirname "$BIN")/nodeimages}
 # /proc/<pid>/exe is a resolved path: compare pids against the resolved directory.
 if [[ -d $NODE_TOOLS ]]; then NODE_TOOLS=$(cd "$NODE_TOOLS" && pwd -P); fi
 read -r -a NODE_POOLS <<<"${GT_NODES:-}"
-# The cluster-wide settings the kubelet writes when it starts.
-KERNEL_TUNABLES=(vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys
-	kernel/keys/root_maxbytes)
+# The cluster-wide settings the kubelet writes when it starts, with its values (kubernetes v1.36.3
+# pkg/kubelet/cm/container_manager_linux.go setupKernelTunables).
+KUBELET_TUNABLES=(vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1
+	kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000)
 # Paths compiled into the kubelet (device plugins under its root, /var/log/containers), containerd and its shims
 # (/run/containerd) and libcni (/var/lib/cni), given to each node in its own mount namespace.
 NODE_PRIVATE_PATHS=(/var/lib/kubelet /var/log/containers /var/log/pods /var/lib/cni /run/containerd /var/lib/containerd
@@ -53,13 +54,16 @@ node_cgroup() { echo "$NODE_BRIDGE-$(node_name "$1")"; }
 
 # node_pid NODE PART: the pid of one part of node NODE if it runs and is that program.
 node_pid() {
-	local exe
-	case $2 in
-	holder) exe=$NODE_TOOLS/pause ;;
-	dra-plugin) exe=$BIN/sim-dra-plugin ;;
-	*) exe=$BIN/$2 ;;
+	pid_of "$(node_name "$1").$2" "$(part_exe "$2")"
+}
+
+# part_exe PART: the program a node's part runs.
+part_exe() {
+	case $1 in
+	holder) echo "$NODE_TOOLS/pause" ;;
+	dra-plugin) echo "$BIN/sim-dra-plugin" ;;
+	*) echo "$BIN/$1" ;;
 	esac
-	pid_of "$(node_name "$1").$2" "$exe"
 }
 
 # in_node NODE CMD...: CMD inside node NODE's network and mount namespaces.
@@ -88,7 +92,7 @@ nodes_pki() {
 save_host_settings() {
 	[[ -f $RUN/host-settings ]] && return
 	local s
-	for s in "${KERNEL_TUNABLES[@]}"; do echo "$s $(<"/proc/sys/$s")"; done >"$RUN/host-settings.tmp"
+	for s in "${KUBELET_TUNABLES[@]%%=*}"; do echo "$s $(<"/proc/sys/$s")"; done >"$RUN/host-settings.tmp"
 	mv "$RUN/host-settings.tmp" "$RUN/host-settings"
 }
 
@@ -239,43 +243,18 @@ node_labels() {
 
 # node_start NODE PART ARGS...: like start, for a part of a node, inside its namespaces.
 node_start() {
-	local i=$1 part=$2 name
+	local i=$1 part=$2 holder
 	shift 2
-	name=$(node_name "$i").$part
-	local dir
-	dir=$(node_dir "$i")
-	crashed_report "$name"
-	log "starting $name"
-	echo "=== $(date -u +%FT%TZ) starting $part" >>"$LOGS/$name.log"
-	local holder
-	holder=$(node_pid "$i" holder) || die "$name: the node's namespaces are gone"
-	# nsenter and setsid exec in place, so the pid is the part's own.
-	nsenter -t "$holder" -n -m -- setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
-	echo $! >"$RUN/$name.pid"
-	local n
-	for ((n = 0; n < 100; n++)); do
-		node_pid "$i" "$part" >/dev/null && return
-		sleep 0.05
-	done
+	holder=$(node_pid "$i" holder) || die "$(node_name "$i").$part: the node's namespaces are gone"
+	launch "$(node_name "$i").$part" "$(part_exe "$part")" nsenter -t "$holder" -n -m -- setsid "$@"
 }
 
-# node_wait NODE PART WHAT CMD...: polls CMD until it succeeds; on a timeout or the part's exit, stops the start with
-# the part's name and the last lines of its log.
+# node_wait NODE PART WHAT CMD...: await for a part of a node.
 node_wait() {
-	local i=$1 part=$2 what=$3 deadline=$((SECONDS + START_TIMEOUT)) name
+	local i=$1 part=$2 what=$3 name
 	shift 3
 	name=$(node_name "$i").$part
-	until "$@" >/dev/null 2>&1; do
-		if ! node_pid "$i" "$part" >/dev/null; then
-			crashed_report "$name"
-			die "$name exited during start-up"
-		fi
-		((SECONDS < deadline)) || {
-			tail -n 20 "$LOGS/$name.log" | sed 's/^/    /' >&2
-			die "$name: $what not reached after ${START_TIMEOUT}s (log $LOGS/$name.log)"
-		}
-		sleep 0.3
-	done
+	await "$name" "$(part_exe "$part")" "$name: $what not reached after ${START_TIMEOUT}s (log $LOGS/$name.log)" "$@"
 }
 
 node_up() {
@@ -389,9 +368,6 @@ node_heartbeat() {
 	grep -A2 '"type": "Ready"' <<<"$node" | sed -n 's/.*"lastHeartbeatTime": \("[^"]*"\).*/\1/p' | grep . || echo none
 }
 
-# The values the kubelet sets (kubernetes v1.36.3 pkg/kubelet/cm/container_manager_linux.go setupKernelTunables).
-KUBELET_TUNABLES=(vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1
-	kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000)
 kubelet_tunables_set() {
 	local t
 	for t in "${KUBELET_TUNABLES[@]}"; do [[ $(<"/proc/sys/${t%%=*}") == "${t#*=}" ]] || return 1; done

@@ -249,6 +249,18 @@ func (c *cluster) exec(t *testing.T, pod string, command ...string) (string, err
 	return stdout.String() + stderr.String(), err
 }
 
+// kill SIGKILLs one part of a node, as its pid file names it, and waits until it is gone.
+func (c *cluster) kill(t *testing.T, node, part string) {
+	t.Helper()
+	pid, err := os.ReadFile(filepath.Join(c.dir, "run", node+"."+part+".pid"))
+	require.NoError(t, err)
+	require.NoError(t, exec.Command("kill", "-KILL", strings.TrimSpace(string(pid))).Run())
+	require.Eventually(t, func() bool {
+		_, err := os.Stat("/proc/" + strings.TrimSpace(string(pid)))
+		return os.IsNotExist(err)
+	}, 10*time.Second, 100*time.Millisecond, "%s.%s survived SIGKILL", node, part)
+}
+
 func (c *cluster) checkStatus(t *testing.T) {
 	out := c.script(t, "status")
 	for i, pool := range pools {
@@ -261,18 +273,11 @@ func (c *cluster) checkStatus(t *testing.T) {
 		}
 		assert.Regexp(t, fmt.Sprintf(`(?m)^%s-%d +Ready$`, pool, i), out)
 	}
-	pidFile := filepath.Join(c.dir, "run", "a100-mig-2.kube-proxy.pid")
-	pid, err := os.ReadFile(pidFile)
-	require.NoError(t, err)
-	require.NoError(t, exec.Command("kill", "-KILL", strings.TrimSpace(string(pid))).Run())
-	require.Eventually(t, func() bool {
-		_, err := os.Stat("/proc/" + strings.TrimSpace(string(pid)))
-		return os.IsNotExist(err)
-	}, 10*time.Second, 100*time.Millisecond)
+	c.kill(t, "a100-mig-2", "kube-proxy")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var buf bytes.Buffer
-	err = localcluster.Run(ctx, c.root, c.dir, "status", append(os.Environ(), clusterEnv...), &buf)
+	err := localcluster.Run(ctx, c.root, c.dir, "status", append(os.Environ(), clusterEnv...), &buf)
 	assert.Error(t, err, "status exits 0 with a part down:\n%s", buf.String())
 	assert.Regexp(t, `(?m)^a100-mig-2\.kube-proxy +CRASHED`, buf.String())
 	assert.Contains(t, buf.String(), "last lines of", "status shows the dead part's log")
@@ -351,11 +356,8 @@ func (c *cluster) checkGPUs(t *testing.T) {
 	// the claim's CDI spec stays where containerd reads it.
 	spec := filepath.Join(c.dir, "nodes", "a100-whole-1", "root", "run", "cdi", "k8s.gpu.nvidia.com-claim_"+claimUID+".yaml")
 	require.FileExists(t, spec)
-	for _, part := range []string{"dra-plugin", "kubelet"} {
-		pid, err := os.ReadFile(filepath.Join(c.dir, "run", "a100-whole-1."+part+".pid"))
-		require.NoError(t, err)
-		require.NoError(t, exec.Command("kill", "-KILL", strings.TrimSpace(string(pid))).Run())
-	}
+	c.kill(t, "a100-whole-1", "dra-plugin")
+	c.kill(t, "a100-whole-1", "kubelet")
 	c.script(t, "up")
 	require.FileExists(t, spec)
 	// up returned once the new kubelet reported the node Ready; give it a few syncs of the pod.
