@@ -11,9 +11,11 @@
 # Output:
 #   .tools/bin/{pulumi,pulumi-language-yaml,etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-state-metrics,
 #               vcluster-config,promql-eval}
-#   .tools/bin/{kubelet,kube-proxy,containerd,containerd-shim-runc-v2,ctr}  the real nodes (scripts/local-nodes.sh)
+#   .tools/bin/{kubelet,kube-proxy,containerd,containerd-shim-runc-v2,ctr,local-path-provisioner}  the real nodes
+#                                     (scripts/local-nodes.sh)
 #   .tools/bin/sim-dra-plugin         the real GPU nodes' simulated NVIDIA DRA kubelet plugin, rebuilt on every run
-#   .tools/nodeimages/{mkimage,pause,gpu-probe,podcheck}  what the nodes' images are packed with and from
+#   .tools/nodeimages/{mkimage,pause,gpu-probe,podcheck,vcluster,kine,coredns}  what the nodes' images are packed
+#                                     with and from
 #   .tools/bin/gpu-tenancy-policy     the project's policy pack (./policy), rebuilt on every run
 #   .tools/bin/pulumi-resource-gpu-tenancy  the component provider (./provider), rebuilt on every run
 #   .tools/pulumi-home/plugins/resource-kubernetes-v4.32.0/pulumi-resource-kubernetes
@@ -201,7 +203,11 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
 	kube_ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor%%.*}"
 	kube_ldflags+=" -X $pkg.gitTreeState=clean"
 done
-wanted kube && build kube "$K8S036" "$BIN" "$kube_ldflags" \
+# Static and -trimpath, as every build of this module is: the control plane's binaries also run in the tenants' vCluster
+# pods (the kubernetes image, scripts/local-nodes.sh), and one set of flags compiles the Kubernetes libraries once for
+# all of them.
+K8S036_FLAGS="-trimpath -buildvcs=false"
+wanted kube && CGO_ENABLED=0 GOFLAGS=$K8S036_FLAGS build kube "$K8S036" "$BIN" "$kube_ldflags" \
 	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
 	k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
 
@@ -220,6 +226,31 @@ wanted containerd && CGO_ENABLED=0 GOFLAGS="-tags=no_btrfs,no_devmapper,no_zfs" 
 # -trimpath and no VCS stamp, so that the images' digests depend on neither where the repository is nor its commit
 # (images.lock).
 wanted nodeimages && CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false" build nodeimages "$MODS/nodeimages" "$TOOLS/nodeimages" "" ./mkimage ./pause ./gpu-probe ./podcheck
+
+# The tenants' vClusters on the real nodes run images packed from these: vCluster's syncer (the open-source build of
+# the release the chart comes from, compiled in the control plane's module so that the Kubernetes libraries compile
+# once) and kine, the embedded database's server that vCluster starts from the kubernetes image
+# (loft-sh/vcluster v0.36.1 pkg/k8s/k8s.go StartKineWithDone, pkg/constants/constants.go KineBinary), without cgo
+# (kine v0.17.5 pkg/drivers/sqlite/sqlite_nocgo.go: modernc.org/sqlite). The syncer's version variable stays "dev",
+# which keeps its telemetry off (loft-sh/vcluster v0.36.1 pkg/telemetry/collect_controlplane.go): the nodes reach no
+# network outside the machine.
+KINE_VERSION=v0.17.5
+wanted nodeimages && CGO_ENABLED=0 GOFLAGS=$K8S036_FLAGS build vcluster-syncer "$K8S036" "$TOOLS/nodeimages" \
+	"" github.com/loft-sh/vcluster/cmd/vcluster
+wanted nodeimages && CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false" build kine "$(module_dir "github.com/k3s-io/kine@$KINE_VERSION")" \
+	"$TOOLS/nodeimages" "-X github.com/k3s-io/kine/pkg/version.Version=$KINE_VERSION" github.com/k3s-io/kine
+# CoreDNS, each virtual cluster's DNS, at the version vCluster v0.36.1 deploys with Kubernetes 1.36
+# (pkg/constants/coredns.go CoreDNSVersionMap), with the plugins of its own plugin.cfg, as its Makefile builds it.
+COREDNS_VERSION=v1.14.2
+wanted nodeimages && CGO_ENABLED=0 GOFLAGS="-mod=readonly -trimpath -buildvcs=false" build coredns \
+	"$(module_dir "github.com/coredns/coredns@$COREDNS_VERSION")" "$TOOLS/nodeimages" \
+	"-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" github.com/coredns/coredns
+# The real nodes' default StorageClass: Rancher's local-path provisioner, run beside the control plane (scripts/
+# local-nodes.sh). Its module zip carries vendor/modules.txt without the vendored code (the proxy leaves vendor
+# directories out), so the build reads the module's own go.sum instead.
+LOCAL_PATH_VERSION=v0.0.30
+wanted nodeimages && CGO_ENABLED=0 GOFLAGS="-mod=readonly -trimpath -buildvcs=false" build local-path-provisioner \
+	"$(module_dir "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION")" "$BIN" "" github.com/rancher/local-path-provisioner
 
 # --- pulumi CLI and the YAML language host ----------------------------------------------------
 # The Automation API refuses a CLI that does not report its version. pulumi-language-yaml (pulumi-yaml, its own
@@ -265,7 +296,7 @@ fi
 # alert rules through Prometheus's rule evaluator for the rule tests; its own module, as Prometheus requires k8s.io
 # v0.37.
 KSM_VERSION=v2.20.0
-wanted k8s-0.36 && build k8s-0.36 "$K8S036" "$BIN" \
+wanted k8s-0.36 && CGO_ENABLED=0 GOFLAGS=$K8S036_FLAGS build k8s-0.36 "$K8S036" "$BIN" \
 	"-X github.com/prometheus/common/version.Version=$KSM_VERSION -X k8s.io/kube-state-metrics/v2/pkg/app.ClientGoVersion=$(required_version "$K8S036" k8s.io/client-go)" \
 	./kube-state-metrics ./vcluster-config
 wanted promql-eval && build promql-eval "$MODS/promql-eval" "$BIN" "" .

@@ -28,7 +28,9 @@
 #   GT_APISERVER_ARGS     extra kube-apiserver flags, split on spaces (the benchmark lowers its concurrency limits)
 #   GT_START_TIMEOUT      seconds to wait for each component to become ready [60]
 #   GT_NODES              real nodes, one per pool named, e.g. "system a100-whole a100-mig" (scripts/local-nodes.sh);
-#                         they need root. Only one cluster with nodes runs on a machine at a time (one bridge).
+#                         they need root. Two clusters with nodes on one machine need their own GT_NODE_BRIDGE,
+#                         GT_NODE_NET, GT_POD_NET and GT_SERVICE_CIDR (the host routes each to its nodes).
+#   GT_SERVICE_CIDR       the Services' cluster IPs [10.0.0.0/24]
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -49,8 +51,9 @@ PKI=$DATA/pki
 RUN=$DATA/run
 LOGS=$DATA/logs
 KUBECONFIG_FILE=$DATA/kubeconfig
-SERVICE_CIDR=10.0.0.0/24
-SERVICE_IP=10.0.0.1
+# Services' cluster IPs: a /24 (or wider) whose first address is the kubernetes Service's.
+SERVICE_CIDR=${GT_SERVICE_CIDR:-10.0.0.0/24}
+SERVICE_IP=${SERVICE_CIDR%.*/*}.1
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 # shellcheck source=scripts/local-nodes.sh
 source "$ROOT/scripts/local-nodes.sh"

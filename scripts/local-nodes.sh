@@ -43,6 +43,13 @@ NODE_PARTS=(holder containerd kubelet kube-proxy dra-plugin)
 PAUSE_IMAGE=localhost/gpu-tenancy/pause:local
 PROBE_IMAGE=localhost/gpu-tenancy/gpu-probe:local
 BUSYBOX_IMAGE=localhost/gpu-tenancy/busybox:local
+# Each tenant's vCluster: the open-source syncer of the chart's release, and the kubernetes image its init container
+# copies the virtual control plane's binaries from (loft-sh/vcluster v0.36.1 chart/templates/_init-containers.tpl:
+# `cp -r /kubernetes/. /binaries/`), the control plane's own v1.36.3 with kine.
+VCLUSTER_IMAGE=localhost/gpu-tenancy/vcluster-oss:0.36.1
+KUBERNETES_IMAGE=localhost/gpu-tenancy/kubernetes:v1.36.3
+# Each virtual cluster's DNS, which its syncer deploys (loft-sh/vcluster v0.36.1 pkg/coredns/template.go).
+COREDNS_IMAGE=localhost/gpu-tenancy/coredns:1.14.2
 
 nodes_enabled() { ((${#NODE_POOLS[@]} > 0)); }
 
@@ -309,11 +316,17 @@ node_up() {
 		node_start "$i" containerd "$BIN/containerd" --config "$dir/etc/containerd.toml"
 	fi
 	node_wait "$i" containerd "its socket" in_node "$i" "$BIN/ctr" version
-	local image
+	local image ref digest _
 	for image in "$DATA"/images/*.tar; do
 		in_node "$i" "$BIN/ctr" -n k8s.io images import "$image" >/dev/null ||
 			die "$name: importing $image failed"
 	done
+	# Each image by its digest too, as a pull by digest leaves it: the charts name the images so on the local stack
+	# (stacks/Pulumi.local.yaml), and the runtime looks a digest reference up by that name.
+	while read -r ref digest _; do
+		in_node "$i" "$BIN/ctr" -n k8s.io images tag --force "$ref" "${ref%:*}@$digest" >/dev/null ||
+			die "$name: naming $ref by its digest failed"
+	done <"$DATA/images/images.lock"
 
 	local heartbeat=""
 	if ! node_pid "$i" kubelet >/dev/null; then
@@ -392,6 +405,23 @@ nodes_images() {
 	out=$("$NODE_TOOLS/mkimage" -o "$DATA/images/busybox.tar" -ref "$BUSYBOX_IMAGE" -entrypoint /bin/sh -user 65532 \
 		/bin/busybox=/bin/busybox /bin/podcheck="$NODE_TOOLS/podcheck" "${links[@]}")
 	echo "$out debian:busybox-static=$busybox+nodeimages/podcheck@$go"
+	out=$("$NODE_TOOLS/mkimage" -o "$DATA/images/vcluster.tar" -ref "$VCLUSTER_IMAGE" -entrypoint "/vcluster start" \
+		/vcluster="$NODE_TOOLS/vcluster")
+	echo "$out $(go_module_of "$NODE_TOOLS/vcluster")@$go"
+	out=$("$NODE_TOOLS/mkimage" -o "$DATA/images/kubernetes.tar" -ref "$KUBERNETES_IMAGE" \
+		/bin/busybox=/bin/busybox /bin/cp=@busybox /bin/sh=@busybox \
+		/kubernetes/kube-apiserver="$BIN/kube-apiserver" /kubernetes/kube-controller-manager="$BIN/kube-controller-manager" \
+		/kubernetes/kine="$NODE_TOOLS/kine")
+	# kine is built as its own main module, which records no version: its version flag says it.
+	echo "$out debian:busybox-static=$busybox+$(go_module_of "$BIN/kube-apiserver")+github.com/k3s-io/kine@$("$NODE_TOOLS/kine" --version | awk '{print $3}')@$go"
+	out=$("$NODE_TOOLS/mkimage" -o "$DATA/images/coredns.tar" -ref "$COREDNS_IMAGE" -entrypoint /coredns -user 65532 \
+		/coredns="$NODE_TOOLS/coredns")
+	echo "$out github.com/coredns/coredns@$("$NODE_TOOLS/coredns" -version | awk -F- 'NR == 1 {print "v" $2}')@$go"
+}
+
+# go_module_of BINARY: the module and version a Go binary was built from, as it records them.
+go_module_of() {
+	go version -m "$1" | awk '$1 == "mod" {print $2 "@" $3; exit}'
 }
 
 nodes_up() {
@@ -402,10 +432,81 @@ nodes_up() {
 	[[ -f /sys/fs/cgroup/pids/cgroup.procs ]] ||
 		die "real nodes need cgroup v1 hierarchies (/sys/fs/cgroup/pids): this host's cgroups are not what scripts/local-nodes.sh was written for"
 	save_host_settings
-	nodes_images >/dev/null
+	mkdir -p "$DATA/images"
+	nodes_images >"$DATA/images/images.lock"
 	local i
 	for ((i = 0; i < ${#NODE_POOLS[@]}; i++)); do node_up "$i"; done
 	restore_host_settings
+	# The machine reaches Services' cluster IPs through the first node's kube-proxy, as a client on the cluster's
+	# network does: a tenant's kubeconfig names its vCluster's Service (vcluster.kubeconfigServer https://{serviceIP}).
+	ip route replace "$SERVICE_CIDR" via "$(node_ip 0)" dev "$NODE_BRIDGE"
+	nodes_storage
+}
+
+# --- the nodes' default StorageClass -----------------------------------------------------------------------------
+# Rancher's local-path provisioner (v0.0.30, built by scripts/build-tools.sh) runs beside the control plane, as the
+# cluster's own part, not as a pod: it provisions each claim of StorageClass local-path, the default, as a directory
+# of $DATA/volumes on the node the claim's first pod is placed on (WaitForFirstConsumer), created and removed by a
+# helper pod of the busybox image on that node (mode 0777, so that pods running as any user, vCluster's under
+# restricted Pod Security among them, write to it). Its objects follow its own manifest
+# (github.com/rancher/local-path-provisioner@v0.0.30 deploy/local-path-storage.yaml), the helper pod as root, which
+# the busybox image is not by default. The volumes live in the cluster's directory: `purge` deletes them.
+STORAGE_NAMESPACE=local-path-storage
+STORAGE_CLASS=local-path
+STORAGE_PROVISIONER=rancher.io/local-path
+
+# api_ensure PATH NAME JSON: creates the object at the API path unless it exists.
+api_ensure() {
+	local url=https://$NODE_GW:$APISERVER_PORT$1
+	curl -sf --max-time 5 "${ADMIN_CURL[@]}" "$url/$2" >/dev/null && return
+	curl -sf --max-time 5 "${ADMIN_CURL[@]}" -X POST -H 'Content-Type: application/json' --data-binary "$3" "$url" >/dev/null ||
+		die "creating $1/$2 failed"
+}
+
+# json_string TEXT: TEXT as a JSON string.
+json_string() {
+	local t=$1
+	t=${t//\\/\\\\}
+	t=${t//\"/\\\"}
+	t=${t//$'\n'/\\n}
+	t=${t//$'\t'/\\t}
+	printf '"%s"' "$t"
+}
+
+nodes_storage() {
+	mkdir -p "$DATA/volumes"
+	local ns=$STORAGE_NAMESPACE sa=local-path-provisioner-service-account
+	api_ensure /api/v1/namespaces "$ns" "{\"metadata\":{\"name\":\"$ns\"}}"
+	api_ensure "/api/v1/namespaces/$ns/serviceaccounts" "$sa" \
+		"{\"metadata\":{\"name\":\"$sa\"},\"automountServiceAccountToken\":false}"
+	local config setup teardown helper
+	config="{\"nodePathMap\":[{\"node\":\"DEFAULT_PATH_FOR_NON_LISTED_NODES\",\"paths\":[\"$DATA/volumes\"]}]}"
+	setup=$'#!/bin/sh\nset -eu\nmkdir -m 0777 -p "$VOL_DIR"\n'
+	teardown=$'#!/bin/sh\nset -eu\nrm -rf "$VOL_DIR"\n'
+	helper="apiVersion: v1
+kind: Pod
+metadata:
+  name: helper-pod
+spec:
+  automountServiceAccountToken: false
+  securityContext:
+    runAsUser: 0
+  containers:
+  - name: helper-pod
+    image: $BUSYBOX_IMAGE
+    imagePullPolicy: Never
+"
+	api_ensure "/api/v1/namespaces/$ns/configmaps" local-path-config \
+		"{\"metadata\":{\"name\":\"local-path-config\"},\"data\":{\"config.json\":$(json_string "$config"),\"setup\":$(json_string "$setup"),\"teardown\":$(json_string "$teardown"),\"helperPod.yaml\":$(json_string "$helper")}}"
+	api_ensure /apis/storage.k8s.io/v1/storageclasses "$STORAGE_CLASS" \
+		"{\"metadata\":{\"name\":\"$STORAGE_CLASS\",\"annotations\":{\"storageclass.kubernetes.io/is-default-class\":\"true\"}},\"provisioner\":\"$STORAGE_PROVISIONER\",\"volumeBindingMode\":\"WaitForFirstConsumer\",\"reclaimPolicy\":\"Delete\"}"
+	if ! pid_of local-path-provisioner >/dev/null; then
+		start local-path-provisioner --debug start --kubeconfig "$KUBECONFIG_FILE" --namespace "$ns" \
+			--configmap-name local-path-config --service-account-name "$sa" --provisioner-name "$STORAGE_PROVISIONER" \
+			--helper-image "$BUSYBOX_IMAGE"
+	fi
+	await local-path-provisioner "$BIN/local-path-provisioner" "local-path-provisioner did not start" \
+		grep -q "Provisioner started\|Starting provisioner controller" "$LOGS/local-path-provisioner.log"
 }
 
 # node_processes NODE: every process of node NODE: in its network namespace (its parts, the shims, host-network
@@ -463,9 +564,10 @@ node_down() {
 	rm -f "$RUN/$name.wired"
 }
 
-# nodes_down stops every part of the nodes the last up started, whatever GT_NODES says now.
+# nodes_down stops every part of the nodes the last up started, whatever GT_NODES says now, and the provisioner first.
 nodes_down() {
 	local i f
+	stop local-path-provisioner
 	for f in "$RUN"/*.holder.pid "$RUN"/*.kubelet.pid "$RUN"/*.containerd.pid "$RUN"/*.kube-proxy.pid "$RUN"/*.dra-plugin.pid; do
 		[[ -f $f ]] || continue
 		local name=${f##*/}
@@ -494,23 +596,29 @@ nodes_release_host() {
 	fi
 }
 
+# part_status NAME PID: one line of status for a part, its log's last lines when it died; false unless it runs.
+part_status() {
+	if [[ -n $2 ]]; then
+		printf '%-24s running  pid %-7s\n' "$1" "$2"
+	elif [[ -f $RUN/$1.pid ]]; then
+		printf '%-24s CRASHED\n' "$1"
+		crashed_report "$1" 2>&1
+		return 1
+	else
+		printf '%-24s stopped\n' "$1"
+		return 1
+	fi
+}
+
 nodes_status() {
-	local i part pid rc=0 name
+	local i part rc=0 name
 	for ((i = 0; i < ${#NODE_POOLS[@]}; i++)); do
 		name=$(node_name "$i")
 		for part in $(node_parts "$i"); do
-			if pid=$(node_pid "$i" "$part"); then
-				printf '%-24s running  pid %-7s\n' "$name.$part" "$pid"
-			elif [[ -f $RUN/$name.$part.pid ]]; then
-				printf '%-24s CRASHED\n' "$name.$part"
-				crashed_report "$name.$part" 2>&1
-				rc=1
-			else
-				printf '%-24s stopped\n' "$name.$part"
-				rc=1
-			fi
+			part_status "$name.$part" "$(node_pid "$i" "$part")" || rc=1
 		done
 		if node_ready "$name"; then printf '%-24s Ready\n' "$name"; else printf '%-24s NOT Ready\n' "$name" && rc=1; fi
 	done
+	part_status local-path-provisioner "$(pid_of local-path-provisioner)" || rc=1
 	return $rc
 }

@@ -389,6 +389,10 @@ func badConfigs() []badConfig {
 			"gpu-tenancy:vcluster.kubeconfigServer", "https URL"},
 		{"kubeconfig server in clear text", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"kubeconfigServer": "http://{tenant}.example.com"} }, nil,
 			"gpu-tenancy:vcluster.kubeconfigServer", "https URL"},
+		{"vCluster image without a tag", goodGKE, func(tc testConfig) {
+			tc["vcluster"] = obj{"images": obj{"controlPlane": "ghcr.io/loft-sh/vcluster-oss"}}
+		}, nil,
+			"gpu-tenancy:vcluster.images.controlPlane", "needs a tag"},
 		{"blocked egress CIDR with host bits", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["blockedEgressCIDRs"] = list{"10.0.0.1/8"} }, nil,
 			"gpu-tenancy:tenants[0].blockedEgressCIDRs[0]", "host bits"},
 		{"blocked egress of everything", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["blockedEgressCIDRs"] = list{"::/0"} }, nil,

@@ -434,6 +434,7 @@ func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantArgs, opts ...pulu
 		Dedicated:          s.dedicated[t.Name],
 		ControlPlane:       t.VCluster,
 		KubeconfigServer:   s.vcluster.ServerFor(t.Name),
+		Images:             s.vcluster.Images,
 		Platform:           s.platform,
 		PlatformAccessKey:  secretInput(s.accessKeys[t.Name]),
 		Await:              s.vcluster.Awaits(),

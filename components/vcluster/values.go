@@ -85,6 +85,15 @@ type controlPlaneValues struct {
 	StatefulSet *statefulSetValues `json:"statefulSet,omitempty"`
 	Proxy       *proxyValues       `json:"proxy,omitempty"`
 	Distro      *distroValues      `json:"distro,omitempty"`
+	CoreDNS     *coreDNSValues     `json:"coredns,omitempty"`
+}
+
+type coreDNSValues struct {
+	Deployment coreDNSDeploymentValues `json:"deployment"`
+}
+
+type coreDNSDeploymentValues struct {
+	Image string `json:"image"`
 }
 
 type statefulSetValues struct {
@@ -107,6 +116,7 @@ type distroValues struct {
 }
 
 type distroK8sValues struct {
+	Image           *imageValues     `json:"image,omitempty"`
 	SecurityContext *securityContext `json:"securityContext,omitempty"`
 }
 
@@ -130,7 +140,9 @@ type seccompProfile struct {
 }
 
 type imageValues struct {
-	Tag string `json:"tag"`
+	Registry   string `json:"registry,omitempty"`
+	Repository string `json:"repository,omitempty"`
+	Tag        string `json:"tag"`
 }
 
 type resourceValues struct {

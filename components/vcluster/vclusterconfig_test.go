@@ -177,3 +177,29 @@ func TestVClusterRefusesWhatItWouldMisread(t *testing.T) {
 		})
 	}
 }
+
+func TestVClusterRunsTheImagesGiven(t *testing.T) {
+	const digest = "@sha256:3743b40baa49a6675f0e25eebc8da6955fc1fcc40ccbf6100a9cedd922a1e398"
+	args := tenantArgs(func(a *VirtualClusterArgs) {
+		a.PodSecurity = "restricted"
+		a.Images = Images{ControlPlane: "registry.example.com:5000/mirror/vcluster-oss:0.36.1" + digest,
+			Kubernetes: "registry.example.com:5000/mirror/kubernetes:v1.36.3", CoreDNS: "coredns/coredns:1.14.2" + digest}
+	})
+	cfg := effectiveConfig(t, args.Tenant, releasedValues(t, args))
+	for path, want := range map[string]any{
+		"controlPlane.statefulSet.image.registry":   "registry.example.com:5000",
+		"controlPlane.statefulSet.image.repository": "mirror/vcluster-oss",
+		"controlPlane.statefulSet.image.tag":        "0.36.1" + digest,
+		"controlPlane.distro.k8s.image.registry":    "registry.example.com:5000",
+		"controlPlane.distro.k8s.image.repository":  "mirror/kubernetes",
+		"controlPlane.distro.k8s.image.tag":         "v1.36.3",
+		// Docker Hub's short names are written out, so the mirror a node's runtime is set up with never guesses.
+		"controlPlane.coredns.deployment.image": "docker.io/coredns/coredns:1.14.2" + digest,
+		// The restricted init container context stays beside the image.
+		"controlPlane.distro.k8s.securityContext.runAsNonRoot": true,
+	} {
+		got, ok := lookup(cfg, path)
+		assert.True(t, ok, "%s is not in vCluster's config", path)
+		assert.Equal(t, want, got, path)
+	}
+}

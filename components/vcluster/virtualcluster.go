@@ -6,10 +6,12 @@ package vcluster
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
 
+	"github.com/distribution/reference"
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
@@ -61,13 +63,79 @@ type Settings struct {
 	// plane without kubelets, where nothing ever runs.
 	Await *bool `json:"await"`
 	// KubeconfigServer is the server URL written into each tenant's kubeconfig, with TenantPlaceholder standing for
-	// the tenant's name (https://{tenant}.vcluster.example.com); empty keeps vCluster's https://localhost:8443, which
-	// works only through a port-forward.
+	// the tenant's name (https://{tenant}.vcluster.example.com) and ServiceIPPlaceholder for its vCluster Service's
+	// cluster IP (https://{serviceIP}); empty keeps vCluster's https://localhost:8443, which works only through a
+	// port-forward.
 	KubeconfigServer string `json:"kubeconfigServer"`
+	// Images replace the images every vCluster runs, for a cluster that pulls from a registry of its own (an
+	// air-gapped one) or, on the local stack, runs the images built there (scripts/local-nodes.sh); empty keeps the
+	// chart's.
+	Images Images `json:"images"`
+}
+
+// Images are full image references, each with a tag and best with a digest too (registry/repository:tag@sha256:...):
+// the chart writes repository:tag (loft-sh/vcluster v0.36.1 chart/templates/_helper.tpl "vcluster.image"), so a
+// reference without a tag cannot be written.
+type Images struct {
+	// ControlPlane is the syncer's image (chart: controlPlane.statefulSet.image): the open-source build
+	// (ghcr.io/loft-sh/vcluster-oss) or the Pro one (ghcr.io/loft-sh/vcluster-pro, the chart's default).
+	ControlPlane string `json:"controlPlane"`
+	// Kubernetes holds the virtual control plane's binaries, which an init container copies
+	// (controlPlane.distro.k8s.image; the chart's is ghcr.io/loft-sh/kubernetes).
+	Kubernetes string `json:"kubernetes"`
+	// CoreDNS is the virtual cluster's DNS (controlPlane.coredns.deployment.image; vCluster's default is
+	// docker.io/coredns/coredns, loft-sh/vcluster v0.36.1 pkg/coredns/coredns.go).
+	CoreDNS string `json:"coreDNS"`
+}
+
+// Validate checks that each image given is a reference with a tag.
+func (i Images) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, im := range []struct{ key, ref string }{{"controlPlane", i.ControlPlane}, {"kubernetes", i.Kubernetes}, {"coreDNS", i.CoreDNS}} {
+		if im.ref == "" {
+			continue
+		}
+		if _, err := parseImage(im.ref); err != nil {
+			errs = append(errs, field.Invalid(path.Child(im.key), im.ref, err.Error()))
+		}
+	}
+	return errs
+}
+
+// parseImage reads a reference that has a tag, and a digest or not.
+func parseImage(ref string) (reference.NamedTagged, error) {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return nil, fmt.Errorf("not an image reference (%v); want registry/repository:tag@sha256:<digest>", err)
+	}
+	tagged, ok := named.(reference.NamedTagged)
+	if !ok {
+		return nil, errors.New("needs a tag (the chart writes repository:tag); want registry/repository:tag@sha256:<digest>")
+	}
+	return tagged, nil
+}
+
+// imageOf writes a valid reference in the chart's three parts; a digest rides on the tag.
+func imageOf(ref string) *imageValues {
+	tagged, err := parseImage(ref)
+	if err != nil {
+		panic(fmt.Sprintf("imageOf: %q was not validated: %v", ref, err))
+	}
+	tag := tagged.Tag()
+	if d, ok := tagged.(reference.Digested); ok {
+		tag += "@" + d.Digest().String()
+	}
+	return &imageValues{Registry: reference.Domain(tagged), Repository: reference.Path(tagged), Tag: tag}
 }
 
 // TenantPlaceholder stands for the tenant's name in Settings.KubeconfigServer.
 const TenantPlaceholder = "{tenant}"
+
+// ServiceIPPlaceholder stands for the cluster IP of the tenant's vCluster Service on the host in a kubeconfig server:
+// an address that only clients on the host cluster's network reach (the local stack's machine, runners inside the
+// cluster), and one that vCluster puts in its serving certificate itself (loft-sh/vcluster v0.36.1
+// pkg/server/cert/cert.go getExtraSANs), so no name is added to it.
+const ServiceIPPlaceholder = "{serviceIP}"
 
 // IsEnabled and Awaits read the switches with their defaults.
 func (s Settings) IsEnabled() bool { return s.Enabled == nil || *s.Enabled }
@@ -92,12 +160,19 @@ func (s Settings) Validate(path *field.Path) field.ErrorList {
 	if s.KubeconfigServer != "" {
 		errs = append(errs, validateServer(path.Child("kubeconfigServer"), s.KubeconfigServer, TenantPlaceholder)...)
 	}
-	return errs
+	return append(errs, s.Images.Validate(path.Child("images"))...)
 }
 
 // validateServer refuses anything but https: the kubeconfig carries the tenant's credentials, which plain http would
 // send in clear (vCluster itself accepts http too: loft-sh/vcluster v0.36.1 pkg/config/validation.go).
 func validateServer(path *field.Path, server, placeholder string) field.ErrorList {
+	if strings.Contains(server, ServiceIPPlaceholder) && server != "https://"+ServiceIPPlaceholder {
+		return field.ErrorList{field.Invalid(path, server, "the cluster IP stands alone: https://"+ServiceIPPlaceholder+
+			" (vCluster's Service listens on 443)")}
+	}
+	if server == "https://"+ServiceIPPlaceholder {
+		return nil
+	}
 	return fieldcheck.HTTPSURL(path, server, placeholder,
 		"https://{tenant}.vcluster.example.com ({tenant} is replaced per tenant)")
 }
@@ -196,6 +271,8 @@ type VirtualClusterArgs struct {
 	// Await waits for the vCluster to become ready and reads its kubeconfig. Leave false where nothing can run
 	// (a control plane without kubelets).
 	Await bool
+	// Images replace the chart's images (see Settings.Images).
+	Images Images
 	// PodSecurity is the Pod Security Standard of the tenant's host namespace (baseline or restricted): the virtual
 	// cluster enforces it too, so a tenant hears of a refused pod from its own API server, and the control plane pod
 	// is made to pass it. Empty enforces nothing inside.
@@ -241,6 +318,7 @@ func (a *VirtualClusterArgs) Validate(path *field.Path) field.ErrorList {
 	}
 	errs = append(errs, a.ControlPlane.Validate(path.Child("controlPlane"))...)
 	errs = append(errs, a.Chart.Validate(path.Child("chart"))...)
+	errs = append(errs, a.Images.Validate(path.Child("images"))...)
 	if a.KubeconfigServer != "" {
 		errs = append(errs, validateServer(path.Child("kubeconfigServer"), a.KubeconfigServer, "")...)
 	}
@@ -332,6 +410,9 @@ func virtualClusterValues(a *VirtualClusterArgs) vclusterValues {
 		}
 		sts.Image = &imageValues{Tag: tag}
 	}
+	if a.Images.ControlPlane != "" {
+		sts.Image = imageOf(a.Images.ControlPlane)
+	}
 	cp := a.ControlPlane
 	if req, lim := resourceMap(cp.CPU, cp.Memory), resourceMap("", cp.Memory); req != nil || lim != nil {
 		sts.Resources = &resourceValues{Requests: req, Limits: lim}
@@ -348,10 +429,22 @@ func virtualClusterValues(a *VirtualClusterArgs) vclusterValues {
 		sts.Security, initContainer = restrictedSecurity()
 		cpv.Distro = &distroValues{K8s: distroK8sValues{SecurityContext: initContainer}}
 	}
+	if a.Images.Kubernetes != "" {
+		if cpv.Distro == nil {
+			cpv.Distro = &distroValues{}
+		}
+		cpv.Distro.K8s.Image = imageOf(a.Images.Kubernetes)
+	}
+	if a.Images.CoreDNS != "" {
+		named, _ := parseImage(a.Images.CoreDNS)
+		cpv.CoreDNS = &coreDNSValues{Deployment: coreDNSDeploymentValues{Image: named.String()}}
+	}
 	if *sts != (statefulSetValues{}) {
 		cpv.StatefulSet = sts
 	}
-	if a.KubeconfigServer != "" {
+	// With the Service's cluster IP, which is known only once the chart's Service exists, vCluster keeps its own
+	// server in the Secret: the platform writes the server of every kubeconfig it exports itself (readKubeconfig).
+	if a.KubeconfigServer != "" && !usesServiceIP(a.KubeconfigServer) {
 		v.ExportKubeConfig = &exportKubeConfigValues{Server: a.KubeconfigServer}
 		// The proxy's certificate must name the host the kubeconfig points at.
 		u, _ := url.Parse(a.KubeconfigServer)
@@ -435,7 +528,13 @@ func NewVirtualCluster(ctx *pulumi.Context, name string, args *VirtualClusterArg
 		"kubeconfigSecretName":      vc.KubeconfigSecretName,
 	}
 	if a.Await {
-		if vc.Kubeconfig, err = readKubeconfig(ctx, name, chart, a.Namespace, secretName, a.KubeconfigServer, a.Tenant, vc); err != nil {
+		server := pulumi.String(a.KubeconfigServer).ToStringOutput()
+		if usesServiceIP(a.KubeconfigServer) {
+			if server, err = serviceIPServer(ctx, name, chart, a.Namespace, a.Tenant, vc); err != nil {
+				return nil, err
+			}
+		}
+		if vc.Kubeconfig, err = readKubeconfig(ctx, name, chart, a.Namespace, secretName, server, a.Tenant, vc); err != nil {
 			return nil, err
 		}
 		outputs["kubeconfig"] = vc.Kubeconfig
@@ -454,21 +553,45 @@ func NewVirtualCluster(ctx *pulumi.Context, name string, args *VirtualClusterArg
 // it every other tenant's changes. It may not delete it (gpu-tenancy-kubeconfig-secret), since a read of a Secret that
 // is not there fails the deployment.
 func readKubeconfig(ctx *pulumi.Context, name string, chart *helmv4.Chart, namespace pulumi.StringInput,
-	secretName, server, tenant string, vc *VirtualCluster) (pulumi.StringOutput, error) {
-	id := pulumi.All(chart.Resources, namespace).ApplyT(func(v []any) pulumi.ID {
-		return pulumi.ID(fmt.Sprintf("%s/%s", v[1], secretName))
-	}).(pulumi.IDOutput)
-	secret, err := corev1.GetSecret(ctx, name+"-kubeconfig", id, nil, pulumi.Parent(vc),
+	secretName string, server pulumi.StringOutput, tenant string, vc *VirtualCluster) (pulumi.StringOutput, error) {
+	secret, err := corev1.GetSecret(ctx, name+"-kubeconfig", chartObjectID(chart, namespace, secretName), nil, pulumi.Parent(vc),
 		pulumi.DependsOn([]pulumi.Resource{chart}), pulumi.AdditionalSecretOutputs([]string{"data"}))
 	if err != nil {
 		return pulumi.StringOutput{}, fmt.Errorf("reading virtual cluster kubeconfig Secret %q: %w", secretName, err)
 	}
-	config := secret.Data.ApplyT(func(data map[string]string) string {
-		config, problem := exportedKubeconfig(data, secretName, server, tenant)
+	config := pulumi.All(secret.Data, server).ApplyT(func(v []any) string {
+		config, problem := exportedKubeconfig(v[0].(map[string]string), secretName, v[1].(string), tenant)
 		if problem != "" {
 			_ = ctx.Log.Warn(problem, &pulumi.LogArgs{Resource: vc})
 		}
 		return config
 	}).(pulumi.StringOutput)
 	return pulumi.ToSecret(config).(pulumi.StringOutput), nil
+}
+
+// chartObjectID is the id of an object of the chart in namespace, derived from the chart's list of objects so that a
+// read of it waits for them (see readKubeconfig).
+func chartObjectID(chart *helmv4.Chart, namespace pulumi.StringInput, name string) pulumi.IDOutput {
+	return pulumi.All(chart.Resources, namespace).ApplyT(func(v []any) pulumi.ID {
+		return pulumi.ID(fmt.Sprintf("%s/%s", v[1], name))
+	}).(pulumi.IDOutput)
+}
+
+func usesServiceIP(server string) bool { return strings.Contains(server, ServiceIPPlaceholder) }
+
+// serviceIPServer is https://<cluster IP> of the vCluster's Service (the chart names it after the release:
+// loft-sh/vcluster v0.36.1 chart/templates/service.yaml), read once the chart's objects are applied.
+func serviceIPServer(ctx *pulumi.Context, name string, chart *helmv4.Chart, namespace pulumi.StringInput, tenant string,
+	vc *VirtualCluster) (pulumi.StringOutput, error) {
+	svc, err := corev1.GetService(ctx, name+"-service", chartObjectID(chart, namespace, tenant), nil, pulumi.Parent(vc),
+		pulumi.DependsOn([]pulumi.Resource{chart}))
+	if err != nil {
+		return pulumi.StringOutput{}, fmt.Errorf("reading virtual cluster Service %q: %w", tenant, err)
+	}
+	return svc.Spec.ClusterIP().ApplyT(func(ip *string) string {
+		if ip == nil || *ip == "" || *ip == "None" {
+			return ""
+		}
+		return "https://" + net.JoinHostPort(*ip, "443")
+	}).(pulumi.StringOutput), nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -263,11 +264,20 @@ func TestNewVirtualClusterRejectsInvalidArgs(t *testing.T) {
 		{"zero CPU", tenantArgs(func(a *VirtualClusterArgs) { a.ControlPlane.CPU = "0" }), "virtualCluster.controlPlane.cpu"},
 		{"server without scheme", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "team-a.example.com" }), "virtualCluster.kubeconfigServer"},
 		{"server in clear text", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "http://team-a.example.com" }), "https URL"},
+		{"the service IP with a port of its own", tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "https://{serviceIP}:6443" }),
+			"the cluster IP stands alone"},
 		{"platform without a host", tenantArgs(func(a *VirtualClusterArgs) { a.Platform = &PlatformConnection{Project: "default"} }),
 			"virtualCluster.platform.host: Required value"},
 		{"an access key without a platform", tenantArgs(func(a *VirtualClusterArgs) { a.PlatformAccessKey = pulumi.String("k") }),
 			"virtualCluster.platformAccessKey: Forbidden"},
 		{"privileged pod security", tenantArgs(func(a *VirtualClusterArgs) { a.PodSecurity = "privileged" }), "virtualCluster.podSecurity"},
+		{"an image without a tag", tenantArgs(func(a *VirtualClusterArgs) {
+			a.Images.ControlPlane = "ghcr.io/loft-sh/vcluster-oss@sha256:3743b40baa49a6675f0e25eebc8da6955fc1fcc40ccbf6100a9cedd922a1e398"
+		}), "virtualCluster.images.controlPlane: Invalid value: \"ghcr.io/loft-sh/vcluster-oss@sha256:3743b40baa49a6675f0e25eebc8da6955fc1fcc40ccbf6100a9cedd922a1e398\": needs a tag"},
+		{"an image that is no reference", tenantArgs(func(a *VirtualClusterArgs) { a.Images.Kubernetes = "ghcr.io/Loft/kubernetes:v1" }),
+			"virtualCluster.images.kubernetes: Invalid value: \"ghcr.io/Loft/kubernetes:v1\": not an image reference"},
+		{"a CoreDNS image with a bad tag", tenantArgs(func(a *VirtualClusterArgs) { a.Images.CoreDNS = "coredns/coredns:" }),
+			"virtualCluster.images.coreDNS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &mocktest.Recorder{}
@@ -310,4 +320,24 @@ func TestEachVirtualClusterHasItsOwnPlatformKey(t *testing.T) {
 		require.NoError(t, err)
 		assert.Contains(t, chart.DependencyNames(), tenant+"-platform-api-key", "the chart's pods start with their key in place")
 	}
+}
+
+func TestAKubeconfigServerAtTheServiceIPIsTheServicesClusterIP(t *testing.T) {
+	r := newRecorder()
+	r.Outputs["kubernetes:core/v1:Service"] = func(resource.PropertyMap) resource.PropertyMap {
+		return resource.PropertyMap{"spec": resource.NewProperty(resource.PropertyMap{"clusterIP": resource.NewProperty("10.0.0.43")})}
+	}
+	vc := runVirtualCluster(t, r, tenantArgs(func(a *VirtualClusterArgs) {
+		a.Await, a.KubeconfigServer = true, "https://"+ServiceIPPlaceholder
+	}))
+	svc, err := r.Get("kubernetes:core/v1:Service", "team-a-service")
+	require.NoError(t, err)
+	require.True(t, svc.Read, "the vCluster's Service is read")
+	assert.Equal(t, "vcluster-team-a/team-a", svc.ID)
+	want, err := pinnedKubeconfig([]byte(testKubeconfig), "https://10.0.0.43:443", "team-a")
+	require.NoError(t, err)
+	assert.Equal(t, want, awaitOutput(t, vc.Kubeconfig))
+	got := tenantValues(t, tenantArgs(func(a *VirtualClusterArgs) { a.KubeconfigServer = "https://" + ServiceIPPlaceholder }))
+	assert.Nil(t, got.ExportKubeConfig, "vCluster is not given a server it cannot parse")
+	assert.Nil(t, got.ControlPlane, "no name is added to the certificate: vCluster puts the cluster IP in it")
 }

@@ -1,6 +1,7 @@
 // Command demo runs the local stack on the local control plane (scripts/local-cluster.sh) and shows, per tenant,
 // what it can see and claim: `demo up` applies the stack and prints the table, `demo down` destroys the stack. The
-// logic is internal/localdemo; this command runs it on the default control plane, state and workspace under .tools.
+// logic is internal/localdemo; this command runs it on the control plane of scripts/local-cluster.sh (GT_CLUSTER_DIR,
+// GT_NODES as it reads them), with the state and workspace under .tools.
 package main
 
 import (
@@ -41,5 +42,8 @@ func run(verb string) error {
 	defer logFile.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	return do(ctx, localdemo.Options{RepoRoot: root, Progress: logFile, ProgressName: logName, Out: os.Stdout})
+	// The control plane scripts/local-cluster.sh runs: its directory and whether it has real nodes, as its
+	// environment says.
+	return do(ctx, localdemo.Options{RepoRoot: root, ClusterDir: os.Getenv("GT_CLUSTER_DIR"), Nodes: os.Getenv("GT_NODES") != "",
+		Progress: logFile, ProgressName: logName, Out: os.Stdout})
 }

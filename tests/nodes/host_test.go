@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
 )
 
 // compiledIn are the host paths the kubelet, containerd, its shims and libcni use whatever their flags say, and where
@@ -152,16 +154,48 @@ func TestHostStateSeesWhatANodeLeavesBehind(t *testing.T) {
 
 // The nodes' images, packed afresh from the tools this checkout built, are the ones scripts/tools/nodeimages/images.lock
 // records: same sources, same digests.
-func TestTheNodesImagesAreTheLockFiles(t *testing.T) {
-	root := asRoot(t, "packs the images")
+// lockLines are images.lock's lines: reference, digest, sources.
+func lockLines(t *testing.T, root string) []string {
+	t.Helper()
 	lock, err := os.ReadFile(filepath.Join(root, "scripts", "tools", "nodeimages", "images.lock"))
 	require.NoError(t, err)
-	var want []string
+	var lines []string
 	for _, line := range strings.Split(strings.TrimSpace(string(lock)), "\n") {
 		if !strings.HasPrefix(line, "#") {
-			want = append(want, line)
+			lines = append(lines, line)
 		}
 	}
+	return lines
+}
+
+func TestTheLocalStackRunsTheLockedImagesByDigest(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	locked := map[string]bool{}
+	for _, line := range lockLines(t, root) {
+		f := strings.Fields(line)
+		locked[f[0]+"@"+f[1]] = true
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "stacks", "Pulumi.local.yaml"))
+	require.NoError(t, err)
+	var stack struct {
+		Config struct {
+			VCluster struct {
+				Images map[string]string `json:"images"`
+			} `json:"gpu-tenancy:vcluster"`
+		} `json:"config"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &stack))
+	images := stack.Config.VCluster.Images
+	require.NotEmpty(t, images, "the local stack names the vCluster images built here")
+	for key, ref := range images {
+		assert.True(t, locked[ref], "vcluster.images.%s %q is no image of images.lock, by its digest", key, ref)
+	}
+}
+
+func TestTheNodesImagesAreTheLockFiles(t *testing.T) {
+	root := asRoot(t, "packs the images")
+	want := lockLines(t, root)
 	cmd := exec.Command(filepath.Join(root, "scripts", "local-cluster.sh"), "images")
 	cmd.Env = append(os.Environ(), "GT_CLUSTER_DIR="+t.TempDir())
 	out, err := cmd.Output()

@@ -100,6 +100,12 @@ func TestPodsRunOnRealNodesAndDownLeavesTheHostAsItWas(t *testing.T) {
 	t.Run("a GPU pod sees exactly its claim's devices, injected by the runtime through CDI", func(t *testing.T) {
 		c.checkGPUs(t)
 	})
+	t.Run("the default StorageClass provisions a volume that a pod not running as root writes", func(t *testing.T) {
+		c.checkStorage(t)
+	})
+	t.Run("each tenant's vCluster runs, answers its own tenant only and runs its pods", func(t *testing.T) {
+		c.checkTenants(t)
+	})
 	t.Run("status names a stopped part and up restarts it", func(t *testing.T) { c.checkStatus(t) })
 
 	c.script(t, "down")

@@ -21,8 +21,10 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/internal/environment"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/simhw"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optremove"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -48,6 +50,9 @@ type Options struct {
 	ProgressName string
 	// Out receives the steps, the messages and the tables; default standard output.
 	Out io.Writer
+	// Nodes says the control plane has real nodes (scripts/local-cluster.sh with GT_NODES): nothing is simulated,
+	// and the up waits for each tenant's vCluster to run and exports its kubeconfig (vcluster.await).
+	Nodes bool
 }
 
 // demo is one run: the options with their defaults, and the local stack file.
@@ -121,9 +126,11 @@ func Up(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("%w (start the control plane: scripts/local-cluster.sh up)", err)
 	}
-	d.say("==> simulating GPU nodes: 2 x whole A100 (a100-whole), 1 x A100 in MIG 1g.5gb (a100-mig)")
-	if err := simhw.Apply(ctx, cs); err != nil {
-		return err
+	if !d.Nodes {
+		d.say("==> simulating GPU nodes: 2 x whole A100 (a100-whole), 1 x A100 in MIG 1g.5gb (a100-mig)")
+		if err := simhw.Apply(ctx, cs); err != nil {
+			return err
+		}
 	}
 	st, err := d.open(ctx)
 	if err != nil {
@@ -191,8 +198,10 @@ func Down(ctx context.Context, o Options) error {
 	} else if _, err := st.Destroy(ctx); err != nil {
 		return fmt.Errorf("pulumi destroy failed%s: %w", d.seeProgress(), err)
 	}
-	if err := simhw.Remove(ctx, cs); err != nil {
-		return err
+	if !d.Nodes {
+		if err := simhw.Remove(ctx, cs); err != nil {
+			return err
+		}
 	}
 	return removeRecord(d.WorkDir)
 }
@@ -206,14 +215,36 @@ func (d *demo) open(ctx context.Context) (*environment.Stack, error) {
 		}
 	}
 	existing["kubeconfigPath"] = d.kubeconfig
-	raw, err := json.Marshal(existing)
-	if err != nil {
+	config := map[string]string{}
+	if err := setConfig(config, platform.ConfigNamespace+":existing", existing); err != nil {
 		return nil, err
+	}
+	if d.Nodes {
+		vc := map[string]any{}
+		if raw := d.stackFile.Values[platform.ConfigNamespace+":vcluster"]; raw != "" {
+			if err := json.Unmarshal([]byte(raw), &vc); err != nil {
+				return nil, fmt.Errorf("%s:vcluster of the local stack: %w", platform.ConfigNamespace, err)
+			}
+		}
+		vc["await"] = true
+		if err := setConfig(config, platform.ConfigNamespace+":vcluster", vc); err != nil {
+			return nil, err
+		}
 	}
 	return environment.Open(ctx, environment.Options{
 		RepoRoot: d.RepoRoot, Stack: stackName, WorkDir: d.WorkDir, Backend: "file://" + d.StateDir, Progress: d.Progress,
-		Config: map[string]string{platform.ConfigNamespace + ":existing": string(raw)},
+		Config: config,
 	})
+}
+
+// setConfig writes value, as JSON, as config key of the stack.
+func setConfig(config map[string]string, key string, value any) error {
+	raw, err := json.Marshal(value)
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	config[key] = string(raw)
+	return nil
 }
 
 // dropIfElsewhere drops the state when it was built against another cluster than now.
@@ -376,13 +407,43 @@ func (d *demo) showControlPlanes(ctx context.Context, cs kubernetes.Interface, t
 	return w.Flush()
 }
 
+// gpuPodWait bounds the wait for a tenant's GPU pod to run on a real node and print what it sees.
+const gpuPodWait = 2 * time.Minute
+
+// showGPUPods prints, for each tenant, what its GPU pod saw on its real node: the device nodes and UUID its claim's CDI
+// spec gave the container, which the GPU probe prints.
+func (d *demo) showGPUPods(ctx context.Context, cs kubernetes.Interface, tenants []platform.TenantArgs) error {
+	d.say("\n==> each tenant's GPU pod, running on a real node, prints the devices its claim gave it")
+	for _, t := range tenants {
+		if len(t.Classes) == 0 {
+			continue
+		}
+		ns, name := naming.Namespace(t.Name), "demo-"+t.Classes[0]
+		var logs []byte
+		err := wait.PollUntilContextTimeout(ctx, time.Second, gpuPodWait, true, func(ctx context.Context) (bool, error) {
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodRunning {
+				return false, nil
+			}
+			logs, err = cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			return err == nil && len(logs) > 0, nil
+		})
+		if err != nil {
+			d.say("%s %s: did not run within %s", t.Name, name, gpuPodWait)
+			continue
+		}
+		d.say("%s %s:\n    %s", t.Name, name, strings.ReplaceAll(strings.TrimSpace(string(logs)), "\n", "\n    "))
+	}
+	return nil
+}
+
 // show prints the tenants' table, starts the claim that waits, and says how to look around.
 func (d *demo) show(ctx context.Context, cs kubernetes.Interface) error {
 	tenants, err := d.tenants()
 	if err != nil {
 		return err
 	}
-	rows, err := tenantRows(ctx, cs, tenants)
+	rows, err := d.tenantRows(ctx, cs, tenants)
 	if err != nil {
 		return err
 	}
@@ -396,6 +457,11 @@ func (d *demo) show(ctx context.Context, cs kubernetes.Interface) error {
 	}
 	if err := d.showControlPlanes(ctx, cs, tenants); err != nil {
 		return err
+	}
+	if d.Nodes {
+		if err := d.showGPUPods(ctx, cs, tenants); err != nil {
+			return err
+		}
 	}
 	if len(tenants) > 0 {
 		if err := d.oversubscribe(ctx, cs, tenants[0]); err != nil {
@@ -411,4 +477,28 @@ Look around:
 Stop: make demo-down
 `, d.kubeconfig)
 	return nil
+}
+
+// TenantKubeconfigs are the kubeconfigs the local stack exports, by tenant: each tenant's own credentials for its
+// vCluster, exported once its vCluster runs (Options.Nodes), empty before.
+func TenantKubeconfigs(ctx context.Context, o Options) (map[string]string, error) {
+	d, err := newDemo(o)
+	if err != nil {
+		return nil, err
+	}
+	st, err := d.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	outputs, err := st.Outputs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the outputs of stack local: %w", err)
+	}
+	tenants, _ := outputs["tenants"].Value.(map[string]any)
+	configs := map[string]string{}
+	for name, t := range tenants {
+		out, _ := t.(map[string]any)
+		configs[name], _ = out["kubeconfig"].(string)
+	}
+	return configs, nil
 }

@@ -10,7 +10,9 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/draplugin"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -19,7 +21,7 @@ import (
 // row is what one tenant sees, gets and is refused.
 type row struct{ tenant, sees, admitted, device, denied, why string }
 
-func tenantRows(ctx context.Context, cs kubernetes.Interface, tenants []platform.TenantArgs) ([]row, error) {
+func (d *demo) tenantRows(ctx context.Context, cs kubernetes.Interface, tenants []platform.TenantArgs) ([]row, error) {
 	var rows []row
 	for _, t := range tenants {
 		ns := naming.Namespace(t.Name)
@@ -36,7 +38,7 @@ func tenantRows(ctx context.Context, cs kubernetes.Interface, tenants []platform
 		if len(t.Classes) > 0 {
 			class := t.Classes[0]
 			r.admitted = "demo-" + class + " (" + class + ")"
-			alloc, err := claimAndRun(ctx, cs, ns, "demo-"+class, class)
+			alloc, err := d.claimAndRun(ctx, cs, ns, "demo-"+class, class)
 			if err != nil {
 				return nil, err
 			}
@@ -54,11 +56,11 @@ func tenantRows(ctx context.Context, cs kubernetes.Interface, tenants []platform
 }
 
 // claimAndRun starts a claim and a pod for class and waits for the allocation.
-func claimAndRun(ctx context.Context, cs kubernetes.Interface, ns, name, class string) (probe.Allocation, error) {
+func (d *demo) claimAndRun(ctx context.Context, cs kubernetes.Interface, ns, name, class string) (probe.Allocation, error) {
 	if err := probe.WaitServiceAccount(ctx, cs, ns, time.Minute); err != nil {
 		return probe.Allocation{}, err
 	}
-	if err := start(ctx, cs, ns, name, class); err != nil {
+	if err := d.start(ctx, cs, ns, name, class); err != nil {
 		return probe.Allocation{}, err
 	}
 	return probe.WaitAllocated(ctx, cs, ns, name, time.Minute)
@@ -67,7 +69,7 @@ func claimAndRun(ctx context.Context, cs kubernetes.Interface, ns, name, class s
 // start creates a claim for one device of class and a pod using it, both named name, reusing those of an earlier
 // demo. The claim is looked up first: creating it again would be refused by the tenant's device quota, which
 // admission checks before it finds the name taken.
-func start(ctx context.Context, cs kubernetes.Interface, ns, name, class string) error {
+func (d *demo) start(ctx context.Context, cs kubernetes.Interface, ns, name, class string) error {
 	claims := cs.ResourceV1().ResourceClaims(ns)
 	_, err := claims.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -76,7 +78,13 @@ func start(ctx context.Context, cs kubernetes.Interface, ns, name, class string)
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("claim %s/%s: %w", ns, name, err)
 	}
-	_, err = cs.CoreV1().Pods(ns).Create(ctx, probe.Pod(ns, name, name, ""), metav1.CreateOptions{})
+	pod := probe.Pod(ns, name, name, "")
+	if d.Nodes {
+		// On real nodes the pod runs: the GPU probe built here prints the device nodes and UUID its claim gave it.
+		c := &pod.Spec.Containers[0]
+		c.Image, c.ImagePullPolicy, c.Command = draplugin.ProbeImage, corev1.PullNever, nil
+	}
+	_, err = cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("pod %s/%s: %w", ns, name, err)
 	}
@@ -96,13 +104,14 @@ func (d *demo) oversubscribe(ctx context.Context, cs kubernetes.Interface, t pla
 	}
 	devices := 0
 	for _, s := range published.Items {
-		if strings.HasPrefix(s.Spec.Pool.Name, "gpu-a100-whole-") {
+		// The simulated slices' pools and the real nodes' (named after the node, as the driver names them).
+		if strings.HasPrefix(s.Spec.Pool.Name, "gpu-a100-whole-") || strings.HasPrefix(s.Spec.Pool.Name, "a100-whole-") {
 			devices += len(s.Spec.Devices)
 		}
 	}
 	for i := 1; i <= devices; i++ {
 		name := fmt.Sprintf("demo-%s-%d", class, i)
-		if err := start(ctx, cs, ns, name, class); err != nil {
+		if err := d.start(ctx, cs, ns, name, class); err != nil {
 			return err
 		}
 	}
