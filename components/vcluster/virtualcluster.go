@@ -134,7 +134,9 @@ const TenantPlaceholder = "{tenant}"
 // ServiceIPPlaceholder stands for the cluster IP of the tenant's vCluster Service on the host in a kubeconfig server:
 // an address that only clients on the host cluster's network reach (the local stack's machine, runners inside the
 // cluster), and one that vCluster puts in its serving certificate itself (loft-sh/vcluster v0.36.1
-// pkg/server/cert/cert.go getExtraSANs), so no name is added to it.
+// pkg/server/cert/cert.go getExtraSANs), so no name is added to it. The Service is in the tenant's namespace, where its
+// syncer may delete and recreate Services, so the tenant can choose where its own kubeconfig points, and nobody
+// else's: the kubeconfig carries that tenant's credentials only, and its CA is the one the platform pinned.
 const ServiceIPPlaceholder = "{serviceIP}"
 
 // IsEnabled and Awaits read the switches with their defaults.
