@@ -3,9 +3,11 @@ package nodes
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -82,7 +84,7 @@ func (c *cluster) checkStorage(t *testing.T) {
 
 // checkTenants applies the local stack on the real nodes, as `make demo` does with GT_NODES, and checks that each
 // tenant's vCluster runs under its namespace's guards, that each tenant reaches its own vCluster's API with the
-// kubeconfig the platform exports and is refused by the other's, and that a pod created through a vCluster runs.
+// kubeconfig the platform exports and is refused by the other's, and that what a tenant applies through its vCluster runs.
 func (c *cluster) checkTenants(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -107,6 +109,7 @@ func (c *cluster) checkTenants(t *testing.T) {
 		nsObj, err := c.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, level, nsObj.Labels["pod-security.kubernetes.io/enforce"], "the guard it runs under")
+		t.Logf("%s's vCluster: created to Ready %s, peak memory %s", tenant, readyAfter(cp), peakMemory(cp))
 		assert.Equal(t, "localhost/gpu-tenancy/vcluster-oss:0.36.1@"+lockDigest(t, c.root, "localhost/gpu-tenancy/vcluster-oss:0.36.1"),
 			imageOf(cp, "syncer"), "the open-source syncer built here, by digest")
 	}
@@ -143,6 +146,7 @@ func (c *cluster) checkTenants(t *testing.T) {
 		}
 	}
 	c.checkPodThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
+	c.checkWorkloadsThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
 }
 
 // checkPodThroughVCluster creates a pod in the tenant's vCluster and waits until it runs there, placed by the host's
@@ -189,6 +193,37 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// readyAfter is the time from the pod's creation to its Ready condition.
+func readyAfter(p *corev1.Pod) time.Duration {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.LastTransitionTime.Sub(p.CreationTimestamp.Time)
+		}
+	}
+	return 0
+}
+
+// peakMemory is the most memory the pod's containers used together, as its cgroup (v1, under its node's cgroup root)
+// recorded it.
+func peakMemory(p *corev1.Pod) string {
+	files, _ := filepath.Glob("/sys/fs/cgroup/memory/*/kubepods*/*/pod" + string(p.UID) + "/memory.max_usage_in_bytes")
+	if len(files) == 0 {
+		files, _ = filepath.Glob("/sys/fs/cgroup/memory/*/kubepods*/pod" + string(p.UID) + "/memory.max_usage_in_bytes")
+	}
+	if len(files) != 1 {
+		return "unknown"
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		return "unknown"
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
 }
 
 func imageOf(p *corev1.Pod, container string) string {
