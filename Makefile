@@ -20,9 +20,11 @@ lint:
 	@cd provider && ../scripts/heartbeat.sh "go vet in provider/ (the component provider's module: minutes cold)" go vet ./...
 	scripts/actionlint.sh
 
-## test: lint, build the local control-plane tools, then every test (unit, plan freshness, the provider's schema and
+## test: lint, build the local control-plane tools, install the local stack's Debian packages (as root: the real nodes'
+## tests run only as root), then every test (unit, plan freshness, the provider's schema and
 ## construct tests, end-to-end), the end-to-end shards side by side with the rest (scripts/test.sh)
 test: lint tools
+	@if [ "$$(id -u)" = 0 ]; then scripts/local-cluster.sh packages; fi
 	@scripts/test.sh $(GO_TEST_FLAGS)
 
 ## unit: the fast tests only (no tools, no control plane)

@@ -10,6 +10,7 @@
 #   scripts/local-cluster.sh status   report each component; exit 1 unless all are up
 #   scripts/local-cluster.sh purge    down, then delete the data directory (fresh etcd and certs)
 #   scripts/local-cluster.sh images   pack the real nodes' images and print their digests (images.lock's lines)
+#   scripts/local-cluster.sh packages install the Debian packages the control plane and the nodes need (root)
 #
 # Admin kubeconfig: $GT_CLUSTER_DIR/kubeconfig (default .tools/local-cluster/kubeconfig). The scheduler runs as
 # system:kube-scheduler and the controller-manager as system:kube-controller-manager with a service account per
@@ -72,7 +73,8 @@ die() {
 	exit 1
 }
 
-# need_packages CMD:PACKAGE...: installs the Debian packages of missing commands (root only).
+# need_packages CMD:PACKAGE...: installs the Debian packages of missing commands (root only). It writes to stderr
+# only: the images verb's standard output is the lock file's lines.
 need_packages() {
 	local missing=() pair
 	for pair in "$@"; do command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}"); done
@@ -80,10 +82,13 @@ need_packages() {
 	if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
 		die "missing commands; install the Debian packages: ${missing[*]}"
 	fi
-	log "installing ${missing[*]} ..."
+	log "installing ${missing[*]} ..." >&2
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null ||
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }
+		{ apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }
 }
+
+# The commands the control plane needs, as need_packages takes them.
+CONTROL_PLANE_PACKAGES=(openssl:openssl curl:curl setsid:util-linux)
 
 # --- certificates ----------------------------------------------------------------------------
 
@@ -251,7 +256,7 @@ healthy() { # healthy COMPONENT: one probe of its health endpoint
 gates() { [[ -z $FEATURE_GATES ]] || echo "--feature-gates=$FEATURE_GATES"; }
 
 up() {
-	need_packages openssl:openssl curl:curl setsid:util-linux
+	need_packages "${CONTROL_PLANE_PACKAGES[@]}"
 	mkdir -p "$RUN" "$LOGS"
 	install -d -m 0700 "$DATA/etcd"
 	ensure_pki
@@ -402,6 +407,11 @@ status() {
 case "${1:-}" in
 up) up ;;
 down) down ;;
+packages)
+	# Every Debian package the control plane and the nodes need, installed now rather than by the first up: a test
+	# that reads the host before an up (tests/nodes) needs the nodes' commands too.
+	need_packages "${CONTROL_PLANE_PACKAGES[@]}" "${NODE_PACKAGES[@]}"
+	;;
 images)
 	# The nodes' images into $GT_CLUSTER_DIR/images; prints the lines of scripts/tools/nodeimages/images.lock.
 	need_packages /bin/busybox:busybox-static
@@ -414,7 +424,7 @@ purge)
 	log "removed $DATA"
 	;;
 *)
-	echo "usage: $0 up|down|status|purge|images" >&2
+	echo "usage: $0 up|down|status|purge|images|packages" >&2
 	exit 2
 	;;
 esac

@@ -424,9 +424,12 @@ go_module_of() {
 	go version -m "$1" | awk '$1 == "mod" {print $2 "@" $3; exit}'
 }
 
+# The commands the nodes need, as need_packages takes them.
+NODE_PACKAGES=(nsenter:util-linux ip:iproute2 runc:runc iptables:iptables conntrack:conntrack
+	/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static)
+
 nodes_up() {
-	need_packages nsenter:util-linux ip:iproute2 runc:runc iptables:iptables conntrack:conntrack \
-		/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static
+	need_packages "${NODE_PACKAGES[@]}"
 	[[ -x $NODE_TOOLS/pause && -x $NODE_TOOLS/mkimage && -x $BIN/containerd && -x $BIN/kubelet && -x $BIN/sim-dra-plugin ]] ||
 		die "the nodes' tools are missing: run scripts/build-tools.sh first"
 	[[ -f /sys/fs/cgroup/pids/cgroup.procs ]] ||

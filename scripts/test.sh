@@ -60,6 +60,7 @@ start=$SECONDS
 ) &
 beat=$!
 failed=0
+failures=()
 running=("${pids[@]}")
 while ((${#running[@]})); do
 	wait -n -p done "${running[@]}"
@@ -73,8 +74,18 @@ while ((${#running[@]})); do
 		if [[ $name == packages ]]; then cat "$logs/$name.log"; else grep -E '^(PASS|ok)' "$logs/$name.log"; fi
 	else
 		failed=1
+		failures+=("$name")
 		echo "==> $name: FAILED (exit $rc) after $((SECONDS - start)) s"
 		cat "$logs/$name.log"
 	fi
+done
+# A failed shard's log holds its engines' output too, so the failures themselves are said again last, where a reader
+# of the end of the output (a CI page) sees them: each failed test, each assertion's block and each t.Error line.
+for name in "${failures[@]}"; do
+	echo "==> $name: the failures in $logs/$name.log"
+	awk '/--- FAIL/ || /Error Trace:/ {print; block = /Error Trace:/; next}
+		block && /^ *\t/ {print; next}
+		{block = 0}
+		/^[[:space:]]+[A-Za-z0-9_]+_test\.go:[0-9]+: [^[:space:]]/ {print}' "$logs/$name.log" | head -300
 done
 exit "$failed"

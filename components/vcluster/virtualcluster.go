@@ -168,11 +168,11 @@ func (s Settings) Validate(path *field.Path) field.ErrorList {
 // validateServer refuses anything but https: the kubeconfig carries the tenant's credentials, which plain http would
 // send in clear (vCluster itself accepts http too: loft-sh/vcluster v0.36.1 pkg/config/validation.go).
 func validateServer(path *field.Path, server, placeholder string) field.ErrorList {
-	if strings.Contains(server, ServiceIPPlaceholder) && server != "https://"+ServiceIPPlaceholder {
-		return field.ErrorList{field.Invalid(path, server, "the cluster IP stands alone: https://"+ServiceIPPlaceholder+
-			" (vCluster's Service listens on 443)")}
-	}
-	if server == "https://"+ServiceIPPlaceholder {
+	if usesServiceIP(server) {
+		if server != "https://"+ServiceIPPlaceholder {
+			return field.ErrorList{field.Invalid(path, server, "the cluster IP stands alone: https://"+ServiceIPPlaceholder+
+				" (vCluster's Service listens on 443)")}
+		}
 		return nil
 	}
 	return fieldcheck.HTTPSURL(path, server, placeholder,

@@ -191,9 +191,7 @@ func (c *cluster) checkPods(t *testing.T) {
 
 	for _, w := range webs {
 		node := w.Spec.NodeName
-		logs, err := pods.GetLogs(w.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
-		require.NoError(t, err, "logs of %s", w.Name)
-		assert.Equal(t, "web up on "+node+"\n", string(logs))
+		assert.Equal(t, "web up on "+node+"\n", c.logs(t, w.Name, ""))
 		out, err := c.exec(t, "client", "wget", "-qO-", "http://"+w.Status.PodIP+":8080")
 		require.NoError(t, err, "client on %s to pod %s on %s: %s", client, w.Status.PodIP, node, out)
 		assert.Equal(t, "served-by-"+node+"\n", out)
@@ -328,11 +326,23 @@ func (c *cluster) allocated(t *testing.T, pod *corev1.Pod) (resourcev1.DeviceReq
 	return result, "", resourcev1.Device{}
 }
 
+// logs is what a probe container printed. A pod is Running once its containers have started, which can be before
+// the probe's first line reaches its log, so it waits for the log to be written and to hold still for a poll.
 func (c *cluster) logs(t *testing.T, pod, container string) string {
 	t.Helper()
-	out, err := c.client.CoreV1().Pods("default").GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
-	require.NoError(t, err, "logs of %s/%s", pod, container)
-	return string(out)
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, false,
+		func(ctx context.Context) (bool, error) {
+			out, err := c.client.CoreV1().Pods("default").GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+			if err != nil {
+				return false, err
+			}
+			done := len(out) > 0 && string(out) == last
+			last = string(out)
+			return done, nil
+		})
+	require.NoError(t, err, "logs of %s/%s: %q", pod, container, last)
+	return last
 }
 
 func (c *cluster) checkGPUs(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/environment"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/localstack/localdemo"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -31,12 +32,11 @@ import (
 // tenants are the local stack's (stacks/Pulumi.local.yaml), with the Pod Security level each one's namespace enforces.
 var tenants = map[string]string{"legal-ai": "restricted", "research-ai": "baseline"}
 
-// nonRoot is a restricted pod's security context, the user the busybox image runs as.
+// nonRoot is a restricted pod's security contexts (probe's), as the user the busybox image runs as.
 func nonRoot() (*corev1.PodSecurityContext, *corev1.SecurityContext) {
-	return &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-		&corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+	pod := probe.RestrictedPod()
+	pod.RunAsUser = ptr.To(int64(65532))
+	return pod, probe.RestrictedContainer()
 }
 
 // checkStorage: a claim of no class gets the default class, whose provisioner makes the volume on the node its pod
