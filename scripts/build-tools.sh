@@ -11,7 +11,7 @@
 # Output:
 #   .tools/bin/{pulumi,pulumi-language-yaml,etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-state-metrics,
 #               vcluster-config,promql-eval}
-#   .tools/bin/{kubelet,kube-proxy,containerd,containerd-shim-runc-v2,ctr,local-path-provisioner}  the real nodes
+#   .tools/bin/{kubelet,kube-proxy,containerd,containerd-shim-runc-v2,ctr,local-path-provisioner,kube-router}  the real nodes
 #                                     (scripts/local-nodes.sh)
 #   .tools/bin/sim-dra-plugin         the real GPU nodes' simulated NVIDIA DRA kubelet plugin, rebuilt on every run
 #   .tools/nodeimages/{mkimage,pause,gpu-probe,podcheck,vcluster,kine,coredns}  what the nodes' images are packed
@@ -251,6 +251,13 @@ wanted nodeimages && CGO_ENABLED=0 GOFLAGS="-mod=readonly -trimpath -buildvcs=fa
 LOCAL_PATH_VERSION=v0.0.30
 wanted nodeimages && CGO_ENABLED=0 GOFLAGS="-mod=readonly -trimpath -buildvcs=false" build local-path-provisioner \
 	"$(module_dir "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION")" "$BIN" "" github.com/rancher/local-path-provisioner
+# The real nodes' NetworkPolicy enforcer (scripts/local-nodes.sh): kube-router's policy controller, the release the
+# module proxy serves, built from its own module and go.sum with the version variable its Makefile sets.
+KUBE_ROUTER_VERSION=v2.1.0
+wanted nodeimages && CGO_ENABLED=0 GOFLAGS="-mod=readonly -trimpath -buildvcs=false" build kube-router \
+	"$(module_dir "github.com/cloudnativelabs/kube-router/v2@$KUBE_ROUTER_VERSION")" "$BIN" \
+	"-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" \
+	github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
 
 # --- pulumi CLI and the YAML language host ----------------------------------------------------
 # The Automation API refuses a CLI that does not report its version. pulumi-language-yaml (pulumi-yaml, its own

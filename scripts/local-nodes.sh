@@ -1,10 +1,11 @@
 # shellcheck shell=bash
 # Real nodes for the local control plane, sourced by scripts/local-cluster.sh when GT_NODES names them: each node is a
-# kubelet, containerd (built from the module proxy, scripts/tools/containerd) with Debian's runc and CNI plugins, and
-# kube-proxy, in a network namespace and a mount namespace of its own. Pods run, and the node's own changes stay in
+# kubelet, containerd (built from the module proxy, scripts/tools/containerd) with Debian's runc and CNI plugins,
+# kube-proxy and a NetworkPolicy enforcer, in a network namespace and a mount namespace of its own. Pods run, and the node's own changes stay in
 # its namespaces:
 #   - network: the node's address is a veth into the host bridge $NODE_BRIDGE; its pods sit on a CNI bridge inside its
-#     namespace, and the kubelet's, kube-proxy's and portmap's iptables rules are the namespace's, so they go with it;
+#     namespace, and the kubelet's, kube-proxy's, portmap's and the enforcer's iptables rules and ipsets are the
+#     namespace's, so they go with it;
 #   - mounts: the paths the kubelet, containerd and libcni compile in (the kubelet's device-plugin socket,
 #     /var/log/containers, /var/lib/cni, the shims' sockets under /run/containerd) are bound to the node's own
 #     directory inside its mount namespace, so two nodes never share them and nothing is mounted on the host;
@@ -38,8 +39,15 @@ KUBELET_TUNABLES=(vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kerne
 # (/run/containerd) and libcni (/var/lib/cni), given to each node in its own mount namespace.
 NODE_PRIVATE_PATHS=(/var/lib/kubelet /var/log/containers /var/log/pods /var/lib/cni /run/containerd /var/lib/containerd
 	/etc/cni /run/cdi /etc/cdi)
-# A GPU pool's node also runs the simulated NVIDIA DRA kubelet plugin (internal/sim/draplugin).
-NODE_PARTS=(holder containerd kubelet kube-proxy dra-plugin)
+# NetworkPolicy is enforced on each node by kube-router's policy controller alone (no routing, no service proxy: the
+# routes and kube-proxy are the node's own), with iptables and ipsets: the CNI bridge plugin enforces nothing, and
+# kube-network-policies needs the nft queue statement, which this kernel lacks (CONFIG_NFT_QUEUE). v2.1.0 is the
+# release the module proxy serves, with advisories reported against the modules it pins (golang.org/x/net among
+# them); it runs only on these nodes, as a reader of the API, never on a cloud's. A GPU pool's node also runs the
+# simulated NVIDIA DRA kubelet plugin (internal/sim/draplugin).
+NODE_PARTS=(holder containerd kubelet kube-proxy network-policy dra-plugin)
+# kube-router's health endpoint, in each node's own network namespace (its default port).
+NETWORK_POLICY_HEALTH=127.0.0.1:20244
 PAUSE_IMAGE=localhost/gpu-tenancy/pause:local
 PROBE_IMAGE=localhost/gpu-tenancy/gpu-probe:local
 BUSYBOX_IMAGE=localhost/gpu-tenancy/busybox:local
@@ -69,6 +77,7 @@ part_exe() {
 	case $1 in
 	holder) echo "$NODE_TOOLS/pause" ;;
 	dra-plugin) echo "$BIN/sim-dra-plugin" ;;
+	network-policy) echo "$BIN/kube-router" ;;
 	*) echo "$BIN/$1" ;;
 	esac
 }
@@ -84,6 +93,8 @@ in_node() {
 nodes_pki() {
 	local i name
 	[[ -f $PKI/kube-proxy.crt ]] || sign ca kube-proxy "/CN=system:kube-proxy" "$CLIENT_EXT"
+	# The enforcer's identity, which nodes_network_policy_rbac lets read what policies are enforced on.
+	[[ -f $PKI/network-policy.crt ]] || sign ca network-policy "/CN=$NETWORK_POLICY_USER" "$CLIENT_EXT"
 	# The API server's identity towards the kubelets (logs, exec, port-forward), which bootstrap RBAC binds nowhere:
 	# system:masters, as kubeadm's apiserver-kubelet-client is bound to system:kubelet-api-admin.
 	[[ -f $PKI/apiserver-kubelet-client.crt ]] ||
@@ -141,6 +152,7 @@ render_node_files() {
 	for p in "${NODE_PRIVATE_PATHS[@]}"; do mkdir -p "$dir/root$p"; done
 	write_kubeconfig "$dir/kubelet.kubeconfig" "kubelet-$name" "https://$NODE_GW:$APISERVER_PORT"
 	write_kubeconfig "$dir/kube-proxy.kubeconfig" kube-proxy "https://$NODE_GW:$APISERVER_PORT"
+	write_kubeconfig "$dir/network-policy.kubeconfig" network-policy "https://$NODE_GW:$APISERVER_PORT"
 	write_file "$dir/etc/containerd.toml" <<EOF
 # containerd for node $name (scripts/local-nodes.sh). Config version 3 (containerd 2.x).
 version = 3
@@ -346,6 +358,13 @@ node_up() {
 		node_start "$i" kube-proxy "$BIN/kube-proxy" --config "$dir/etc/kube-proxy.yaml" $(gates)
 	fi
 	node_wait "$i" kube-proxy "healthz" in_node "$i" curl -sf --max-time 2 http://127.0.0.1:10256/healthz
+	if ! node_pid "$i" network-policy >/dev/null; then
+		node_start "$i" network-policy "$BIN/kube-router" --run-firewall=true --run-router=false \
+			--run-service-proxy=false --enable-cni=false --enable-ipv6=false --hostname-override "$name" \
+			--kubeconfig "$dir/network-policy.kubeconfig" --service-cluster-ip-range "$SERVICE_CIDR" \
+			--health-port "${NETWORK_POLICY_HEALTH##*:}" --metrics-port 0
+	fi
+	node_wait "$i" network-policy "healthz" in_node "$i" curl -sf --max-time 2 "http://$NETWORK_POLICY_HEALTH/healthz"
 	# Ready as this kubelet reports it: a heartbeat newer than the last one before it started.
 	node_wait "$i" kubelet "node Ready" node_ready "$name" "$heartbeat"
 	[[ ${NODE_POOLS[$i]} == system ]] && return
@@ -425,18 +444,20 @@ go_module_of() {
 }
 
 # The commands the nodes need, as need_packages takes them.
-NODE_PACKAGES=(nsenter:util-linux ip:iproute2 runc:runc iptables:iptables conntrack:conntrack
+NODE_PACKAGES=(nsenter:util-linux ip:iproute2 runc:runc iptables:iptables conntrack:conntrack ipset:ipset
 	/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static)
 
 nodes_up() {
 	need_packages "${NODE_PACKAGES[@]}"
-	[[ -x $NODE_TOOLS/pause && -x $NODE_TOOLS/mkimage && -x $BIN/containerd && -x $BIN/kubelet && -x $BIN/sim-dra-plugin ]] ||
+	[[ -x $NODE_TOOLS/pause && -x $NODE_TOOLS/mkimage && -x $BIN/containerd && -x $BIN/kubelet && -x $BIN/sim-dra-plugin &&
+		-x $BIN/kube-router ]] ||
 		die "the nodes' tools are missing: run scripts/build-tools.sh first"
 	[[ -f /sys/fs/cgroup/pids/cgroup.procs ]] ||
 		die "real nodes need cgroup v1 hierarchies (/sys/fs/cgroup/pids): this host's cgroups are not what scripts/local-nodes.sh was written for"
 	save_host_settings
 	mkdir -p "$DATA/images"
 	nodes_images >"$DATA/images/images.lock"
+	nodes_network_policy_rbac
 	local i
 	for ((i = 0; i < ${#NODE_POOLS[@]}; i++)); do node_up "$i"; done
 	restore_host_settings
@@ -444,6 +465,23 @@ nodes_up() {
 	# network does: a tenant's kubeconfig names its vCluster's Service (vcluster.kubeconfigServer https://{serviceIP}).
 	ip route replace "$SERVICE_CIDR" via "$(node_ip 0)" dev "$NODE_BRIDGE"
 	nodes_storage
+}
+
+# --- NetworkPolicy ---------------------------------------------------------------------------------------------
+NETWORK_POLICY_USER=gpu-tenancy:local-network-policy
+
+# nodes_network_policy_rbac lets the enforcer read what it watches (kube-router v2.1.0 pkg/cmd/kube-router.go starts
+# informers on Services, Endpoints, EndpointSlices, Pods, Nodes, Namespaces and NetworkPolicies, whichever controllers
+# run), as its own manifests grant (daemonset/generic-kuberouter-all-features.yaml, ClusterRole kube-router).
+nodes_network_policy_rbac() {
+	local name=$NETWORK_POLICY_USER
+	api_ensure /apis/rbac.authorization.k8s.io/v1/clusterroles "$name" "{\"metadata\":{\"name\":\"$name\"},\"rules\":[
+{\"apiGroups\":[\"\"],\"resources\":[\"namespaces\",\"pods\",\"services\",\"nodes\",\"endpoints\"],\"verbs\":[\"get\",\"list\",\"watch\"]},
+{\"apiGroups\":[\"networking.k8s.io\"],\"resources\":[\"networkpolicies\"],\"verbs\":[\"get\",\"list\",\"watch\"]},
+{\"apiGroups\":[\"discovery.k8s.io\"],\"resources\":[\"endpointslices\"],\"verbs\":[\"get\",\"list\",\"watch\"]}]}"
+	api_ensure /apis/rbac.authorization.k8s.io/v1/clusterrolebindings "$name" "{\"metadata\":{\"name\":\"$name\"},
+\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"$name\"},
+\"subjects\":[{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"User\",\"name\":\"$name\"}]}"
 }
 
 # --- the nodes' default StorageClass -----------------------------------------------------------------------------
@@ -516,7 +554,7 @@ spec:
 # containers) or in its cgroup (every container).
 # node_parts NODE: the parts node NODE runs.
 node_parts() {
-	if [[ ${NODE_POOLS[$1]} == system ]]; then echo "${NODE_PARTS[@]:0:4}"; else echo "${NODE_PARTS[@]}"; fi
+	if [[ ${NODE_POOLS[$1]} == system ]]; then echo "${NODE_PARTS[@]:0:5}"; else echo "${NODE_PARTS[@]}"; fi
 }
 
 node_processes() {
@@ -536,7 +574,7 @@ node_processes() {
 node_down() {
 	local i=$1 name part pid pids n
 	name=$(node_name "$i")
-	for part in dra-plugin kube-proxy kubelet containerd; do
+	for part in dra-plugin network-policy kube-proxy kubelet containerd; do
 		if pid=$(node_pid "$i" "$part"); then
 			log "stopping $name.$part (pid $pid)"
 			signal_and_wait TERM "$pid" 10 || signal_and_wait KILL "$pid" 5 || true
@@ -571,7 +609,8 @@ node_down() {
 nodes_down() {
 	local i f
 	stop local-path-provisioner
-	for f in "$RUN"/*.holder.pid "$RUN"/*.kubelet.pid "$RUN"/*.containerd.pid "$RUN"/*.kube-proxy.pid "$RUN"/*.dra-plugin.pid; do
+	for f in "$RUN"/*.holder.pid "$RUN"/*.kubelet.pid "$RUN"/*.containerd.pid "$RUN"/*.kube-proxy.pid \
+		"$RUN"/*.network-policy.pid "$RUN"/*.dra-plugin.pid; do
 		[[ -f $f ]] || continue
 		local name=${f##*/}
 		name=${name%%.*}

@@ -389,6 +389,10 @@ func badConfigs() []badConfig {
 			"gpu-tenancy:vcluster.kubeconfigServer", "https URL"},
 		{"kubeconfig server in clear text", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"kubeconfigServer": "http://{tenant}.example.com"} }, nil,
 			"gpu-tenancy:vcluster.kubeconfigServer", "https URL"},
+		{"vCluster API client CIDR with host bits", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"apiClientCIDRs": list{"10.243.0.1/24"}} }, nil,
+			"gpu-tenancy:vcluster.apiClientCIDRs[0]", "host bits set; use 10.243.0.0/24"},
+		{"vCluster API client CIDR not a CIDR", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"apiClientCIDRs": list{"10.243.0.1"}} }, nil,
+			"gpu-tenancy:vcluster.apiClientCIDRs[0]", "must be a CIDR"},
 		{"vCluster image without a tag", goodGKE, func(tc testConfig) {
 			tc["vcluster"] = obj{"images": obj{"controlPlane": "ghcr.io/loft-sh/vcluster-oss"}}
 		}, nil,

@@ -207,6 +207,8 @@ func (c *PlatformArgs) tenantShared(cl *cluster.Cluster) tenantShared {
 		network: tenancy.NetworkArgs{
 			// Cilium gives the API server an identity that ipBlock rules do not match (tenancy.NetworkArgs).
 			CiliumAPIServerAccess: cl.Flavour == cluster.Scaleway && c.Scaleway.CNI == "cilium",
+			APIClientCIDRs:        c.VCluster.APIClientCIDRs,
+			APIClientPort:         vcluster.APIPort,
 		},
 	}
 	if c.PlatformEnabled() {

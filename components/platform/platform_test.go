@@ -15,6 +15,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/scaleway"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
@@ -244,6 +245,28 @@ func TestKubeconfigServerIsPerTenant(t *testing.T) {
 		server := values["exportKubeConfig"].ObjectValue()["server"].StringValue()
 		assert.Equal(t, "https://"+tenant+".vc.example.com", server)
 	}
+}
+
+// The vCluster API's clients outside the cluster are admitted in every tenant's namespace, on the API's port alone.
+func TestAPIClientCIDRsReachEveryTenantsVClusterAPIOnly(t *testing.T) {
+	rec, err := runStack(t, "gke-dev", map[string]string{"gpu-tenancy:vcluster": `{"apiClientCIDRs":["203.0.113.0/24"]}`})
+	require.NoError(t, err)
+	for _, tenant := range []string{"legal-ai", "research-ai"} {
+		np, err := rec.Get("kubernetes:networking.k8s.io/v1:NetworkPolicy", tenant+"-allow-ingress-api-clients")
+		require.NoError(t, err, tenant)
+		assert.Equal(t, map[string]any{
+			"podSelector": map[string]any{},
+			"policyTypes": []any{"Ingress"},
+			"ingress": []any{map[string]any{
+				"from":  []any{map[string]any{"ipBlock": map[string]any{"cidr": "203.0.113.0/24"}}},
+				"ports": []any{map[string]any{"port": float64(vcluster.APIPort), "protocol": "TCP"}},
+			}},
+		}, np.Inputs.Mappable()["spec"], tenant)
+	}
+	rec, err = runStack(t, "gke-dev", nil)
+	require.NoError(t, err)
+	_, err = rec.Get("kubernetes:networking.k8s.io/v1:NetworkPolicy", "legal-ai-allow-ingress-api-clients")
+	assert.Error(t, err, "no client outside the cluster is admitted unless listed")
 }
 
 // A pool dedicated to a tenant reaches every part that must know: its node pool's taint (the cloud's tests), the

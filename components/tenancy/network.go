@@ -76,6 +76,12 @@ type NetworkArgs struct {
 	// IngressFromNamespaces may reach the tenant's pods, for example the vCluster Platform's namespace that proxies
 	// to the vCluster API, or an ingress controller's.
 	IngressFromNamespaces []string
+	// APIClientCIDRs are addresses outside the cluster that may reach the tenant's pods on APIClientPort, the
+	// vCluster API's port, and on no other: clients of a vCluster reached directly (vcluster.Settings.APIClientCIDRs).
+	// Every pod of the namespace on that port, since a selector on the vCluster pod's labels would not narrow it
+	// against the tenant, whose syncer writes its pods' labels (docs/threat-model.md).
+	APIClientCIDRs []string
+	APIClientPort  int
 	// CiliumAPIServerAccess adds a CiliumNetworkPolicy allowing egress to Cilium's kube-apiserver entity. Cilium
 	// gives the API server a reserved identity that ipBlock rules may not match (cilium/cilium#20550), so on Cilium
 	// clusters without it the vCluster may not reach the host API server. Needs the CiliumNetworkPolicy CRD.
@@ -87,6 +93,8 @@ type networkConfig struct {
 	apiServerCIDRs       []string
 	apiServerPorts       []int
 	ingressFrom          []string
+	apiClients           []string
+	apiClientPort        int
 	cilium               bool
 }
 
@@ -94,7 +102,7 @@ type networkConfig struct {
 func (n NetworkArgs) Validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, c := range n.APIServerCIDRs {
-		errs = append(errs, validateCIDR(path.Child("apiServerCIDRs").Index(i), c)...)
+		errs = append(errs, fieldcheck.CIDR(path.Child("apiServerCIDRs").Index(i), c)...)
 	}
 	for i, p := range n.APIServerPorts {
 		if p < 1 || p > 65535 {
@@ -114,6 +122,8 @@ func (n NetworkArgs) policyConfig(blocked []string) networkConfig {
 		apiServerCIDRs: n.APIServerCIDRs,
 		apiServerPorts: n.APIServerPorts,
 		ingressFrom:    n.IngressFromNamespaces,
+		apiClients:     n.APIClientCIDRs,
+		apiClientPort:  n.APIClientPort,
 		cilium:         n.CiliumAPIServerAccess,
 	}
 	if len(cfg.apiServerPorts) == 0 {
@@ -132,22 +142,10 @@ func (n NetworkArgs) policyConfig(blocked []string) networkConfig {
 	return cfg
 }
 
-// validateCIDR accepts only canonical prefixes (no host bits), as the API server's strict CIDR validation does.
-func validateCIDR(path *field.Path, c string) field.ErrorList {
-	p, err := netip.ParsePrefix(c)
-	if err != nil {
-		return field.ErrorList{field.Invalid(path, c, "must be a CIDR such as 10.0.0.0/8 or fd00::/8")}
-	}
-	if p != p.Masked() {
-		return field.ErrorList{field.Invalid(path, c, fmt.Sprintf("has host bits set; use %s", p.Masked()))}
-	}
-	return nil
-}
-
-// validateBlockedCIDR is validateCIDR plus: ipBlock.except must lie strictly inside the allowed range, so a /0
+// validateBlockedCIDR is fieldcheck.CIDR plus: ipBlock.except must lie strictly inside the allowed range, so a /0
 // cannot be blocked.
 func validateBlockedCIDR(path *field.Path, c string) field.ErrorList {
-	if errs := validateCIDR(path, c); len(errs) > 0 {
+	if errs := fieldcheck.CIDR(path, c); len(errs) > 0 {
 		return errs
 	}
 	if netip.MustParsePrefix(c).Bits() == 0 {
@@ -227,6 +225,19 @@ func networkPolicies(cfg networkConfig) []networkPolicy {
 			name:    "allow-ingress-platform",
 			types:   []string{"Ingress"},
 			ingress: networkingv1.NetworkPolicyIngressRuleArray{networkingv1.NetworkPolicyIngressRuleArgs{From: from}},
+		})
+	}
+	if len(cfg.apiClients) > 0 {
+		var from networkingv1.NetworkPolicyPeerArray
+		for _, c := range cfg.apiClients {
+			from = append(from, networkingv1.NetworkPolicyPeerArgs{IpBlock: &networkingv1.IPBlockArgs{Cidr: pulumi.String(c)}})
+		}
+		policies = append(policies, networkPolicy{
+			name:  "allow-ingress-api-clients",
+			types: []string{"Ingress"},
+			ingress: networkingv1.NetworkPolicyIngressRuleArray{networkingv1.NetworkPolicyIngressRuleArgs{
+				From: from, Ports: networkingv1.NetworkPolicyPortArray{tcpOrUDP("TCP", cfg.apiClientPort)},
+			}},
 		})
 	}
 	return policies

@@ -67,6 +67,11 @@ type Settings struct {
 	// cluster IP (https://{serviceIP}); empty keeps vCluster's https://localhost:8443, which works only through a
 	// port-forward.
 	KubeconfigServer string `json:"kubeconfigServer"`
+	// APIClientCIDRs are the addresses outside the cluster whose clients reach each tenant's vCluster API directly,
+	// as the local stack's machine reaches https://{serviceIP}, or through a load balancer that keeps their address:
+	// each tenant namespace's NetworkPolicies admit them on APIPort and on no other port. Empty admits none, and the
+	// API is reached through the vCluster Platform's namespace or from inside the tenant's namespace.
+	APIClientCIDRs []string `json:"apiClientCIDRs"`
 	// Images replace the images every vCluster runs, for a cluster that pulls from a registry of its own (an
 	// air-gapped one) or, on the local stack, runs the images built there (scripts/local-nodes.sh); empty keeps the
 	// chart's.
@@ -128,6 +133,10 @@ func imageOf(ref string) *imageValues {
 	return &imageValues{Registry: reference.Domain(tagged), Repository: reference.Path(tagged), Tag: tag}
 }
 
+// APIPort is the port the vCluster API listens on in its pod, behind its Service's 443 (loft-sh/vcluster v0.36.1
+// chart/templates/service.yaml targetPort).
+const APIPort = 8443
+
 // TenantPlaceholder stands for the tenant's name in Settings.KubeconfigServer.
 const TenantPlaceholder = "{tenant}"
 
@@ -161,6 +170,9 @@ func (s Settings) Validate(path *field.Path) field.ErrorList {
 	errs := s.Chart.Validate(path.Child("chart"))
 	if s.KubeconfigServer != "" {
 		errs = append(errs, validateServer(path.Child("kubeconfigServer"), s.KubeconfigServer, TenantPlaceholder)...)
+	}
+	for i, c := range s.APIClientCIDRs {
+		errs = append(errs, fieldcheck.CIDR(path.Child("apiClientCIDRs").Index(i), c)...)
 	}
 	return append(errs, s.Images.Validate(path.Child("images"))...)
 }

@@ -5,6 +5,7 @@ package fieldcheck
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -59,6 +60,18 @@ func Quantity(p *field.Path, value string, positive bool) field.ErrorList {
 	q, err := resource.ParseQuantity(value)
 	if err != nil || (positive && q.Sign() <= 0) {
 		return field.ErrorList{field.Invalid(p, value, "must be a positive Kubernetes quantity such as 4, 500m or 16Gi")}
+	}
+	return nil
+}
+
+// CIDR accepts only canonical prefixes (no host bits), as the API server's strict CIDR validation does.
+func CIDR(p *field.Path, c string) field.ErrorList {
+	prefix, err := netip.ParsePrefix(c)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, c, "must be a CIDR such as 10.0.0.0/8 or fd00::/8")}
+	}
+	if prefix != prefix.Masked() {
+		return field.ErrorList{field.Invalid(p, c, fmt.Sprintf("has host bits set; use %s", prefix.Masked()))}
 	}
 	return nil
 }

@@ -341,7 +341,8 @@ func checkObjects(t *testing.T, ctx context.Context, env *stackEnv) {
 		for _, np := range nps.Items {
 			policies = append(policies, np.Name)
 		}
-		want := []string{"deny-all", "allow-same-namespace", "allow-dns", "allow-egress-internet"}
+		// The local stack admits its machine at each vCluster's API (vcluster.apiClientCIDRs).
+		want := []string{"deny-all", "allow-same-namespace", "allow-dns", "allow-egress-internet", "allow-ingress-api-clients"}
 		if env.platformConnected {
 			want = append(want, "allow-ingress-platform")
 		}

@@ -23,7 +23,7 @@ var compiledIn = []string{"/var/lib/kubelet", "/var/log/containers", "/var/log/p
 var counters = regexp.MustCompile(`\[\d+:\d+\]`)
 
 // nodeParts are the programs a node runs (scripts/local-nodes.sh).
-var nodeParts = []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "pause", "gpu-probe",
+var nodeParts = []string{"kubelet", "kube-proxy", "kube-router", "containerd", "containerd-shim-runc-v2", "ctr", "pause", "gpu-probe",
 	"sim-dra-plugin"}
 
 // hostState is what real nodes could leave behind on the host, by kind: processes of the nodes and of the control plane

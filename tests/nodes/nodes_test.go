@@ -25,10 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/remotecommand"
 )
 
 // The nodes of the test cluster: one without GPUs, and one per GPU pool of the local stack (stacks/Pulumi.local.yaml).
@@ -240,17 +238,7 @@ func (c *cluster) waitRunning(t *testing.T, name string) *corev1.Pod {
 // exec runs a command in a pod's container through the API server and the kubelet, as kubectl exec does.
 func (c *cluster) exec(t *testing.T, pod string, command ...string) (string, error) {
 	t.Helper()
-	req := c.client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod).
-		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
-		Container: "main", Command: command, Stdout: true, Stderr: true,
-	}, scheme.ParameterCodec)
-	executor, err := remotecommand.NewSPDYExecutor(c.config, "POST", req.URL())
-	require.NoError(t, err)
-	var stdout, stderr bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = executor.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
-	return stdout.String() + stderr.String(), err
+	return c.execIn("default", pod, command...)
 }
 
 // kill SIGKILLs one part of a node, as its pid file names it, and waits until it is gone.
@@ -268,7 +256,7 @@ func (c *cluster) kill(t *testing.T, node, part string) {
 func (c *cluster) checkStatus(t *testing.T) {
 	out := c.script(t, "status")
 	for i, pool := range pools {
-		parts := []string{"holder", "containerd", "kubelet", "kube-proxy"}
+		parts := []string{"holder", "containerd", "kubelet", "kube-proxy", "network-policy"}
 		if pool != "system" {
 			parts = append(parts, "dra-plugin")
 		}

@@ -147,6 +147,7 @@ func (c *cluster) checkTenants(t *testing.T) {
 	}
 	c.checkPodThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
 	c.checkWorkloadsThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
+	t.Run("NetworkPolicies hold for packets", func(t *testing.T) { c.checkNetworkPolicy(t, ctx, clients) })
 }
 
 // checkPodThroughVCluster creates a pod in the tenant's vCluster and waits until it runs there, placed by the host's

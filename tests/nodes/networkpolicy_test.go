@@ -1,0 +1,204 @@
+package nodes
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/ptr"
+)
+
+// An address of the node without GPUs that is no metadata endpoint: the node-local DNS cache's, which tenant egress
+// must keep (components/tenancy/network.go MetadataCIDRs).
+const nodeLocalAddress = "169.254.20.10"
+
+// refused is how a connection the enforcer rejects ends (kube-router v2.1.0 pkg/controllers/netpol/pod.go: REJECT,
+// which answers with an ICMP port unreachable).
+const refused = "connection refused"
+
+// checkNetworkPolicy sends packets where the platform's NetworkPolicies say they may and may not go, on the real
+// nodes, where each node's enforcer (scripts/local-nodes.sh) applies them: within a tenant's namespace they pass, to
+// its pods and its vCluster's API; from another tenant, from a namespace of no tenant and from the machine (but to the
+// vCluster API) they are refused; a tenant's egress reaches a link-local address but no metadata endpoint, on its own
+// node or across the bridge. Each refusal has a control that shows the listener answers someone else.
+func (c *cluster) checkNetworkPolicy(t *testing.T, ctx context.Context, clients map[string]*rest.Config) {
+	legal, research := "legal-ai", "research-ai"
+	web := c.runThroughVCluster(t, ctx, legal, clients[legal], "np-web",
+		"mkdir -p /tmp/www && echo np-web > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www")
+	own := c.runThroughVCluster(t, ctx, legal, clients[legal], "np-client", "exec sleep 3600")
+	other := c.runThroughVCluster(t, ctx, research, clients[research], "np-client", "exec sleep 3600")
+	// The tenants' pods go wherever the scheduler puts them (their vCluster gives them the GPU nodes' toleration): the
+	// pod of no tenant, the listeners and their addresses follow the tenant's client, so that every verdict is about
+	// the same path as its control's, and no packet finds its way out of the machine instead of to a listener.
+	clientNode := own.Spec.NodeName
+	_, err := c.client.CoreV1().Pods("default").Create(ctx, pod("np-outsider", clientNode, "exec sleep 3600"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	outsider := c.waitRunning(t, "np-outsider")
+	require.Equal(t, clientNode, outsider.Spec.NodeName)
+
+	// Listeners at metadata endpoints' addresses, inside the nodes' own network namespaces (down removes them with the
+	// nodes): a host-network pod on each of two nodes, with the addresses on the node's loopback. GKE's at the client's
+	// own node, as GKE's metadata server answers on every node; Scaleway's at another node, routed there by the
+	// client's node, so that the packets cross the bridge as they leave a cloud's node; and a link-local address that
+	// is no metadata endpoint, which tenant egress keeps.
+	gke, scaleway := strings.TrimSuffix(tenancy.MetadataCIDRs[0], "/32"), strings.TrimSuffix(tenancy.MetadataCIDRs[2], "/32")
+	require.Equal(t, "169.254.42.42", scaleway, "Scaleway's metadata address")
+	var remote string
+	for i, pool := range pools {
+		if name := fmt.Sprintf("%s-%d", pool, i); name != clientNode && remote == "" {
+			remote = name
+		}
+	}
+	listeners := []string{"np-listen-" + clientNode, "np-listen-" + remote}
+	for i, node := range []string{clientNode, remote} {
+		listener := pod(listeners[i], node, "exec httpd -f -p 8080 -h /")
+		listener.Spec.HostNetwork = true
+		_, err = c.client.CoreV1().Pods("default").Create(ctx, listener, metav1.CreateOptions{})
+		require.NoError(t, err)
+		c.waitRunning(t, listener.Name)
+	}
+	t.Cleanup(func() {
+		for _, name := range append(listeners, "np-outsider") {
+			_ = c.client.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+		}
+	})
+	for _, addr := range []string{gke, nodeLocalAddress} {
+		c.inNode(t, clientNode, "ip", "addr", "replace", addr+"/32", "dev", "lo")
+	}
+	c.inNode(t, remote, "ip", "addr", "replace", scaleway+"/32", "dev", "lo")
+	remoteNode, err := c.client.CoreV1().Nodes().Get(ctx, remote, metav1.GetOptions{})
+	require.NoError(t, err)
+	c.inNode(t, clientNode, "ip", "route", "replace", scaleway+"/32", "via", nodeAddress(remoteNode))
+
+	webAddr := net.JoinHostPort(web.Status.PodIP, "8080")
+	vclusterAPI, err := c.client.CoreV1().Services(naming.Namespace(legal)).Get(ctx, legal, metav1.GetOptions{})
+	require.NoError(t, err)
+	apiAddr := net.JoinHostPort(vclusterAPI.Spec.ClusterIP, "443")
+	for _, tc := range []struct {
+		what    string
+		from    *corev1.Pod
+		to      string
+		reached bool
+	}{
+		{"a pod of the same tenant reaches its neighbour", own, webAddr, true},
+		{"another tenant's pod is refused", other, webAddr, false},
+		{"a pod of a namespace of no tenant is refused", outsider, webAddr, false},
+		{"a pod of the same tenant reaches its vCluster's API", own, apiAddr, true},
+		{"another tenant's pod is refused at this tenant's vCluster API", other, apiAddr, false},
+		{"a pod of no tenant reaches GKE's metadata address on its node (the control)", outsider, net.JoinHostPort(gke, "8080"), true},
+		{"a tenant's pod is refused at GKE's metadata address on its node", own, net.JoinHostPort(gke, "8080"), false},
+		{"a pod of no tenant reaches Scaleway's metadata address across the bridge (the control)", outsider, net.JoinHostPort(scaleway, "8080"), true},
+		{"a tenant's pod is refused at Scaleway's metadata address across the bridge", own, net.JoinHostPort(scaleway, "8080"), false},
+		{"a tenant's pod reaches the node's other link-local address", own, net.JoinHostPort(nodeLocalAddress, "8080"), true},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			// The enforcer applies a pod's rules a moment after the pod has an address: the verdict settles. A refusal
+			// is the enforcer's reject, never a packet lost on its way.
+			var out string
+			err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
+				var dialErr error
+				out, dialErr = c.execIn(tc.from.Namespace, tc.from.Name, "/bin/podcheck", "dial", tc.to)
+				if tc.reached {
+					return dialErr == nil, nil
+				}
+				return dialErr != nil && strings.Contains(out, refused), nil
+			})
+			assert.NoError(t, err, "%s/%s dialling %s, reached=%v wanted: %s", tc.from.Namespace, tc.from.Name, tc.to, tc.reached, out)
+		})
+	}
+
+	t.Run("the machine reaches a tenant's pods on the vCluster API's port only", func(t *testing.T) {
+		err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
+			conn, err := net.DialTimeout("tcp", webAddr, 3*time.Second)
+			if err == nil {
+				conn.Close()
+			}
+			return err != nil && strings.Contains(err.Error(), refused), nil
+		})
+		assert.NoError(t, err, "the machine dialled %s, the web port of a tenant's pod", webAddr)
+	})
+}
+
+// runThroughVCluster creates a pod in the tenant's vCluster and returns the host's copy once it runs.
+func (c *cluster) runThroughVCluster(t *testing.T, ctx context.Context, tenant string, cfg *rest.Config, name, command string) *corev1.Pod {
+	t.Helper()
+	vc, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = vc.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: tenantPod(command)}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err, "creating %s through %s's vCluster", name, tenant)
+	}
+	ns := naming.Namespace(tenant)
+	var host *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for i, p := range pods.Items {
+			if strings.HasPrefix(p.Name, name+"-x-default-x-") && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+				host = &pods.Items[i]
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	require.NoError(t, err, "%s of %s never ran on the host: %s", name, tenant, describePods(ctx, vc, "default"))
+	return host
+}
+
+// execIn runs a command in the main container of a pod of any namespace, as the cluster's admin.
+func (c *cluster) execIn(namespace, pod string, command ...string) (string, error) {
+	req := c.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).
+		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
+		Container: "main", Command: command, Stdout: true, Stderr: true,
+	}, scheme.ParameterCodec)
+	executor, err := remotecommand.NewSPDYExecutor(c.config, "POST", req.URL())
+	if err != nil {
+		return "", err
+	}
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = executor.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+	return stdout.String() + stderr.String(), err
+}
+
+// nodeAddress is a node's internal address.
+func nodeAddress(n *corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// inNode runs a command in a node's network and mount namespaces, as scripts/local-nodes.sh in_node does.
+func (c *cluster) inNode(t *testing.T, node string, command ...string) {
+	t.Helper()
+	pid, err := os.ReadFile(filepath.Join(c.dir, "run", node+".holder.pid"))
+	require.NoError(t, err)
+	out, err := exec.Command("nsenter", append([]string{"-t", strings.TrimSpace(string(pid)), "-n", "-m", "--"}, command...)...).CombinedOutput()
+	require.NoError(t, err, "in %s: %v: %s", node, command, out)
+}
