@@ -46,7 +46,8 @@ NODE_PRIVATE_PATHS=(/var/lib/kubelet /var/log/containers /var/log/pods /var/lib/
 # them); it runs only on these nodes, as a reader of the API, never on a cloud's. A GPU pool's node also runs the
 # simulated NVIDIA DRA kubelet plugin (internal/sim/draplugin).
 NODE_PARTS=(holder containerd kubelet kube-proxy network-policy dra-plugin)
-# kube-router's health endpoint, in each node's own network namespace (its default port).
+# kube-router's health endpoint: its default port, on every address of the node's own network namespace (it binds
+# ":20244"), probed from inside it.
 NETWORK_POLICY_HEALTH=127.0.0.1:20244
 PAUSE_IMAGE=localhost/gpu-tenancy/pause:local
 PROBE_IMAGE=localhost/gpu-tenancy/gpu-probe:local
@@ -358,6 +359,13 @@ node_up() {
 		node_start "$i" kube-proxy "$BIN/kube-proxy" --config "$dir/etc/kube-proxy.yaml" $(gates)
 	fi
 	node_wait "$i" kube-proxy "healthz" in_node "$i" curl -sf --max-time 2 http://127.0.0.1:10256/healthz
+	# Ready as this kubelet reports it: a heartbeat newer than the last one before it started.
+	node_wait "$i" kubelet "node Ready" node_ready "$name" "$heartbeat"
+	# The enforcer exits unless its Node exists (kube-router v2.1.0 pkg/controllers/netpol/network_policy_controller.go
+	# NewNetworkPolicyController), and filters traffic between pods of one node only where the bridge hands it to
+	# iptables (its physdev rules, pkg/controllers/netpol/pod.go), which its routing controller, off here, would turn on.
+	[[ $(in_node "$i" cat /proc/sys/net/bridge/bridge-nf-call-iptables) == 1 ]] ||
+		die "$name: net.bridge.bridge-nf-call-iptables is not 1 in the node's namespace: NetworkPolicy would not hold between pods of one node"
 	if ! node_pid "$i" network-policy >/dev/null; then
 		node_start "$i" network-policy "$BIN/kube-router" --run-firewall=true --run-router=false \
 			--run-service-proxy=false --enable-cni=false --enable-ipv6=false --hostname-override "$name" \
@@ -365,8 +373,6 @@ node_up() {
 			--health-port "${NETWORK_POLICY_HEALTH##*:}" --metrics-port 0
 	fi
 	node_wait "$i" network-policy "healthz" in_node "$i" curl -sf --max-time 2 "http://$NETWORK_POLICY_HEALTH/healthz"
-	# Ready as this kubelet reports it: a heartbeat newer than the last one before it started.
-	node_wait "$i" kubelet "node Ready" node_ready "$name" "$heartbeat"
 	[[ ${NODE_POOLS[$i]} == system ]] && return
 	# The plugin acts as the node (the Node authorizer lets a node publish its own ResourceSlices and read the claims
 	# of its pods), as the NVIDIA driver's plugin acts for its node with a service account.
@@ -550,13 +556,13 @@ spec:
 		grep -q "Provisioner started\|Starting provisioner controller" "$LOGS/local-path-provisioner.log"
 }
 
-# node_processes NODE: every process of node NODE: in its network namespace (its parts, the shims, host-network
-# containers) or in its cgroup (every container).
 # node_parts NODE: the parts node NODE runs.
 node_parts() {
 	if [[ ${NODE_POOLS[$1]} == system ]]; then echo "${NODE_PARTS[@]:0:5}"; else echo "${NODE_PARTS[@]}"; fi
 }
 
+# node_processes NODE: every process of node NODE: in its network namespace (its parts, the shims, host-network
+# containers) or in its cgroup (every container).
 node_processes() {
 	local i=$1 holder netns name p
 	name=$(node_name "$i")
@@ -572,9 +578,11 @@ node_processes() {
 }
 
 node_down() {
-	local i=$1 name part pid pids n
+	local i=$1 name part pid pids n p
 	name=$(node_name "$i")
-	for part in dra-plugin network-policy kube-proxy kubelet containerd; do
+	# Every part but the holder, the last started first.
+	for ((p = ${#NODE_PARTS[@]} - 1; p > 0; p--)); do
+		part=${NODE_PARTS[p]}
 		if pid=$(node_pid "$i" "$part"); then
 			log "stopping $name.$part (pid $pid)"
 			signal_and_wait TERM "$pid" 10 || signal_and_wait KILL "$pid" 5 || true
@@ -609,9 +617,12 @@ node_down() {
 nodes_down() {
 	local i f
 	stop local-path-provisioner
-	for f in "$RUN"/*.holder.pid "$RUN"/*.kubelet.pid "$RUN"/*.containerd.pid "$RUN"/*.kube-proxy.pid \
-		"$RUN"/*.network-policy.pid "$RUN"/*.dra-plugin.pid; do
-		[[ -f $f ]] || continue
+	local part
+	for f in "$RUN"/*.pid; do
+		part=${f##*/}
+		part=${part#*.}
+		part=${part%.pid}
+		[[ -f $f && " ${NODE_PARTS[*]} " == *" $part "* ]] || continue
 		local name=${f##*/}
 		name=${name%%.*}
 		local pool=${name%-*} idx=${name##*-}

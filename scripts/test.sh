@@ -80,7 +80,8 @@ while ((${#running[@]})); do
 	fi
 done
 # A failed shard's log holds its engines' output too, so the failures themselves are said again last, where a reader
-# of the end of the output (a CI page) sees them: each failed test, each assertion's block and each t.Error line.
+# of the end of the output (a CI page) sees them: each failed test, each assertion's block and each line a failed test
+# logged (t.Error's among them).
 for name in "${failures[@]}"; do
 	echo "==> $name: the failures in $logs/$name.log"
 	awk '/--- FAIL/ || /Error Trace:/ {print; block = /Error Trace:/; next}

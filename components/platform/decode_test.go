@@ -391,6 +391,8 @@ func badConfigs() []badConfig {
 			"gpu-tenancy:vcluster.kubeconfigServer", "https URL"},
 		{"vCluster API client CIDR with host bits", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"apiClientCIDRs": list{"10.243.0.1/24"}} }, nil,
 			"gpu-tenancy:vcluster.apiClientCIDRs[0]", "host bits set; use 10.243.0.0/24"},
+		{"vCluster API clients everywhere", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"apiClientCIDRs": list{"0.0.0.0/0"}} }, nil,
+			"gpu-tenancy:vcluster.apiClientCIDRs[0]", "admits every address"},
 		{"vCluster API client CIDR not a CIDR", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"apiClientCIDRs": list{"10.243.0.1"}} }, nil,
 			"gpu-tenancy:vcluster.apiClientCIDRs[0]", "must be a CIDR"},
 		{"vCluster image without a tag", goodGKE, func(tc testConfig) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -70,7 +71,8 @@ type Settings struct {
 	// APIClientCIDRs are the addresses outside the cluster whose clients reach each tenant's vCluster API directly,
 	// as the local stack's machine reaches https://{serviceIP}, or through a load balancer that keeps their address:
 	// each tenant namespace's NetworkPolicies admit them on APIPort and on no other port. Empty admits none, and the
-	// API is reached through the vCluster Platform's namespace or from inside the tenant's namespace.
+	// API is reached through the vCluster Platform's namespace or from inside the tenant's namespace. The list must not
+	// cover the cluster's pod or node ranges (docs/threat-model.md, "Accepted risks"); /0 is refused.
 	APIClientCIDRs []string `json:"apiClientCIDRs"`
 	// Images replace the images every vCluster runs, for a cluster that pulls from a registry of its own (an
 	// air-gapped one) or, on the local stack, runs the images built there (scripts/local-nodes.sh); empty keeps the
@@ -172,7 +174,12 @@ func (s Settings) Validate(path *field.Path) field.ErrorList {
 		errs = append(errs, validateServer(path.Child("kubeconfigServer"), s.KubeconfigServer, TenantPlaceholder)...)
 	}
 	for i, c := range s.APIClientCIDRs {
-		errs = append(errs, fieldcheck.CIDR(path.Child("apiClientCIDRs").Index(i), c)...)
+		p := path.Child("apiClientCIDRs").Index(i)
+		if e := fieldcheck.CIDR(p, c); len(e) > 0 {
+			errs = append(errs, e...)
+		} else if netip.MustParsePrefix(c).Bits() == 0 {
+			errs = append(errs, field.Invalid(p, c, "admits every address, other tenants' pods among them; list the clients' own ranges"))
+		}
 	}
 	return append(errs, s.Images.Validate(path.Child("images"))...)
 }

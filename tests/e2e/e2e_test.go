@@ -57,6 +57,9 @@ type stackEnv struct {
 	project string
 	// config sets further keys of the stack's config (full keys, raw values).
 	config map[string]string
+	// apiClients says whether the stack admits clients outside the cluster at each vCluster's API
+	// (vcluster.apiClientCIDRs): the local stack does, for its machine.
+	apiClients bool
 	// platformConnected gives each tenant its platform access key (connectPlatform).
 	platformConnected bool
 }
@@ -74,7 +77,11 @@ func (s *stackEnv) connectPlatform() {
 func newStackEnv(t *testing.T) *stackEnv {
 	base, err := platform.ReadStackFile(filepath.Join(repoRoot, "stacks", "Pulumi.local.yaml"))
 	require.NoError(t, err)
-	return &stackEnv{t: t, stateDir: t.TempDir(), workDir: t.TempDir(), base: base}
+	var vc struct {
+		APIClientCIDRs []string `json:"apiClientCIDRs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(base.Values[platform.ConfigNamespace+":vcluster"]), &vc))
+	return &stackEnv{t: t, stateDir: t.TempDir(), workDir: t.TempDir(), base: base, apiClients: len(vc.APIClientCIDRs) > 0}
 }
 
 // open prepares the local stack with tenants replaced when given. The kubeconfig of this test's control plane is
@@ -341,8 +348,10 @@ func checkObjects(t *testing.T, ctx context.Context, env *stackEnv) {
 		for _, np := range nps.Items {
 			policies = append(policies, np.Name)
 		}
-		// The local stack admits its machine at each vCluster's API (vcluster.apiClientCIDRs).
-		want := []string{"deny-all", "allow-same-namespace", "allow-dns", "allow-egress-internet", "allow-ingress-api-clients"}
+		want := []string{"deny-all", "allow-same-namespace", "allow-dns", "allow-egress-internet"}
+		if env.apiClients {
+			want = append(want, "allow-ingress-api-clients")
+		}
 		if env.platformConnected {
 			want = append(want, "allow-ingress-platform")
 		}

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -65,31 +67,56 @@ func vcMeta(tenant, ns, virtualNS, name string) metav1.ObjectMeta {
 }
 
 // syncedPod is a virtual pod as vCluster writes it to the host: its own service account, no token mount, the
-// virtual token in an annotation, projected through the downward API, the virtual cluster's DNS, the GPU pools'
-// tolerations (vc:pkg/controllers/resources/pods/translate/translator.go).
+// virtual token in an annotation, projected through the downward API, the virtual cluster's DNS and Service
+// variables, the GPU pools' toleration, its virtual namespace's labels and the vCluster Service as an owner
+// (vc:pkg/controllers/resources/pods/translate/translator.go). Its shape is the running syncer's: tests/nodes runs a
+// pod through each tenant's vCluster on real nodes, and this follows what that syncer wrote to the host.
 func syncedPod(tenant, ns, virtualNS, name string, restricted bool) *corev1.Pod {
 	meta := vcMeta(tenant, ns, virtualNS, name)
-	meta.Annotations["vcluster.loft.sh/token-a1b2c3d4"] = "eyJhbGciOiJSUzI1NiJ9.e30.signature"
-	meta.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] = "false"
+	meta.Labels["app"] = name
+	// The virtual namespace's labels, each under a key of its hash (vc:pkg/util/translate/single_namespace.go
+	// HostLabelNamespace); a tenant's virtual namespaces carry its Pod Security level.
+	level := tenantLevels[tenant]
+	for key, value := range map[string]string{"kubernetes.io/metadata.name": virtualNS, "pod-security.kubernetes.io/enforce": level,
+		"pod-security.kubernetes.io/enforce-version": "latest", "pod-security.kubernetes.io/warn": level,
+		"pod-security.kubernetes.io/warn-version": "latest"} {
+		digest := sha256.Sum256([]byte(key))
+		meta.Labels["vcluster.loft.sh/ns-label-"+tenant+"-x-"+hex.EncodeToString(digest[:])[:10]] = value
+	}
+	const uid = "7031a7e1-4617-43a4-b04a-114c2d59c9e5"
+	for key, value := range map[string]string{"vcluster.loft.sh/token-a1b2c3d4": "eyJhbGciOiJSUzI1NiJ9.e30.signature",
+		"cluster-autoscaler.kubernetes.io/safe-to-evict": "false", "vcluster.loft.sh/name": name,
+		"vcluster.loft.sh/namespace": virtualNS, "vcluster.loft.sh/uid": uid, "vcluster.loft.sh/object-uid": uid,
+		"vcluster.loft.sh/object-kind": "/v1, Kind=Pod", "vcluster.loft.sh/service-account-name": "default",
+		"vcluster.loft.sh/labels": `app="` + name + `"`} {
+		meta.Annotations[key] = value
+	}
+	meta.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: tenant,
+		UID: "79262368-ad11-4b73-a54c-3faa045edb52", Controller: ptr.To(false)}}
 	token := corev1.Volume{Name: "kube-api-access-x1y2z", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{
 			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "token", Mode: ptr.To(int32(0o644)),
 				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.annotations['vcluster.loft.sh/token-a1b2c3d4']"}}}}},
-			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "vcluster-kube-root-ca.crt-x-" + tenant},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt-x-" + virtualNS + "-x-" + tenant},
 				Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
 			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
-				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['vcluster.loft.sh/namespace']"}}}}},
+				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.annotations['vcluster.loft.sh/namespace']"}}}}},
 		}}}}
+	env := []corev1.EnvVar{{Name: "KUBERNETES_PORT", Value: "tcp://10.0.0.10:443"}, {Name: "KUBERNETES_PORT_443_TCP", Value: "tcp://10.0.0.10:443"},
+		{Name: "KUBERNETES_PORT_443_TCP_ADDR", Value: "10.0.0.10"}, {Name: "KUBERNETES_PORT_443_TCP_PORT", Value: "443"},
+		{Name: "KUBERNETES_PORT_443_TCP_PROTO", Value: "tcp"}, {Name: "KUBERNETES_SERVICE_HOST", Value: "10.0.0.10"},
+		{Name: "KUBERNETES_SERVICE_PORT", Value: "443"}, {Name: "KUBERNETES_SERVICE_PORT_HTTPS", Value: "443"},
+		{Name: "MY_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['vcluster.loft.sh/name']"}}}}
 	p := &corev1.Pod{ObjectMeta: meta, Spec: corev1.PodSpec{
-		ServiceAccountName: "vc-workload-" + tenant, AutomountServiceAccountToken: ptr.To(false), EnableServiceLinks: ptr.To(false),
+		ServiceAccountName: "vc-workload-" + tenant, DeprecatedServiceAccount: "vc-workload-" + tenant,
+		AutomountServiceAccountToken: ptr.To(false), EnableServiceLinks: ptr.To(false), Priority: ptr.To(int32(0)),
 		HostAliases: []corev1.HostAlias{{IP: "10.0.0.10", Hostnames: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"}}},
 		Hostname: name, DNSPolicy: corev1.DNSNone, DNSConfig: &corev1.PodDNSConfig{Nameservers: []string{"10.0.0.53"},
 			Searches: []string{virtualNS + ".svc.cluster.local", "svc.cluster.local", "cluster.local"},
 			Options:  []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("5")}}},
 		Containers: []corev1.Container{{Name: "main", Image: "registry.example.com/team/train:1.0",
-			Env: []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "10.0.0.10"}, {Name: "KUBERNETES_SERVICE_PORT", Value: "443"},
-				{Name: "MY_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['vcluster.loft.sh/name']"}}}},
+			Env:          env,
 			VolumeMounts: []corev1.VolumeMount{{Name: token.Name, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resourceQuantity("500m"),
 				corev1.ResourceMemory: resourceQuantity("512Mi")}},
@@ -98,7 +125,8 @@ func syncedPod(tenant, ns, virtualNS, name string, restricted bool) *corev1.Pod 
 		Tolerations: []corev1.Toleration{
 			{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
 			{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
-			gpuToleration,
+			// The GPU pools' taint as the platform has the vCluster enforce it (components/vcluster/virtualcluster.go, sync.toHost.pods.enforceTolerations).
+			{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpEqual, Value: "present", Effect: corev1.TaintEffectNoSchedule},
 		},
 		TerminationGracePeriodSeconds: ptr.To(int64(30)), SchedulerName: "default-scheduler",
 		PreemptionPolicy: ptr.To(corev1.PreemptLowerPriority),

@@ -120,7 +120,8 @@ func TestYAMLProgramThroughTheProvider(t *testing.T) {
 	assert.ElementsMatch(t, []string{legal, research}, tenantsOf(t, res))
 
 	env := newStackEnv(t)
-	env.project, env.name = "gpu-platform-yaml", "e2e"
+	// The example's own config lists no vCluster API clients.
+	env.project, env.name, env.apiClients = "gpu-platform-yaml", "e2e", false
 	t.Run("the API server holds the platform's objects", func(t *testing.T) { checkObjects(t, ctx, env) })
 	t.Run("entitlements hold", func(t *testing.T) { checkEntitlements(t, ctx) })
 	t.Run("pod security holds in tenant namespaces", func(t *testing.T) { checkPodSecurity(t, ctx) })

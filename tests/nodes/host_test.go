@@ -28,7 +28,7 @@ var nodeParts = []string{"kubelet", "kube-proxy", "kube-router", "containerd", "
 
 // hostState is what real nodes could leave behind on the host, by kind: processes of the nodes and of the control plane
 // in dir (other tests' control planes come and go meanwhile), network interfaces, routes, iptables rules and chains (both
-// families, every table), mounts, cgroups, kernel settings and files under the compiled-in paths.
+// families, every table), ipsets, mounts, cgroups, kernel settings and files under the compiled-in paths.
 func hostState(t *testing.T, root, dir string) map[string][]string {
 	t.Helper()
 	tools, err := filepath.EvalSymlinks(filepath.Join(root, ".tools"))
@@ -60,6 +60,12 @@ func hostState(t *testing.T, root, dir string) map[string][]string {
 			if !strings.HasPrefix(line, "#") {
 				state["iptables"] = append(state["iptables"], save+" "+counters.ReplaceAllString(line, ""))
 			}
+		}
+	}
+	// The enforcer's ipsets live in each node's namespace; none may reach the host's.
+	for _, set := range lines(t, "ipset", "list", "-n") {
+		if set != "" {
+			state["ipsets"] = append(state["ipsets"], set)
 		}
 	}
 	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
@@ -127,6 +133,7 @@ func TestHostStateSeesWhatANodeLeavesBehind(t *testing.T) {
 		// iptables-nft creates the table on first use: it goes too, if it was not there before.
 		{"iptables", []string{"sh", "-c", "nft list table ip nat >/dev/null 2>&1 || touch " + dir + "/nat; iptables -t nat -N KUBE-LEFTOVER"},
 			[]string{"sh", "-c", "iptables -t nat -X KUBE-LEFTOVER; [ ! -e " + dir + "/nat ] || nft delete table ip nat"}},
+		{"ipsets", []string{"ipset", "create", "gt-leftover", "hash:ip"}, []string{"ipset", "destroy", "gt-leftover"}},
 		{"cgroups", []string{"mkdir", "/sys/fs/cgroup/pids/gt-leftover"}, []string{"rmdir", "/sys/fs/cgroup/pids/gt-leftover"}},
 		{"compiled-in paths", []string{"mkdir", "/run/cdi"}, []string{"rmdir", "/run/cdi"}},
 		{"mounts", []string{"mount", "-t", "tmpfs", "gt-leftover", mnt}, []string{"umount", mnt}},

@@ -27,8 +27,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// An address of the node without GPUs that is no metadata endpoint: the node-local DNS cache's, which tenant egress
-// must keep (components/tenancy/network.go MetadataCIDRs).
+// A link-local address that is no metadata endpoint: the node-local DNS cache's, which tenant egress must keep
+// (components/tenancy/network.go MetadataCIDRs).
 const nodeLocalAddress = "169.254.20.10"
 
 // refused is how a connection the enforcer rejects ends (kube-router v2.1.0 pkg/controllers/netpol/pod.go: REJECT,
@@ -50,10 +50,20 @@ func (c *cluster) checkNetworkPolicy(t *testing.T, ctx context.Context, clients 
 	// pod of no tenant, the listeners and their addresses follow the tenant's client, so that every verdict is about
 	// the same path as its control's, and no packet finds its way out of the machine instead of to a listener.
 	clientNode := own.Spec.NodeName
-	_, err := c.client.CoreV1().Pods("default").Create(ctx, pod("np-outsider", clientNode, "exec sleep 3600"), metav1.CreateOptions{})
-	require.NoError(t, err)
-	outsider := c.waitRunning(t, "np-outsider")
-	require.Equal(t, clientNode, outsider.Spec.NodeName)
+	outsiders := map[string]string{"np-outsider": clientNode}
+	// Pods of no tenant beside the tenant's web pod and on another node: the enforcer filters traffic between pods of
+	// one node where the bridge hands it over, and traffic between nodes where the node routes it; both are checked,
+	// wherever the scheduler put the web pod.
+	outsiders["np-beside-web"] = web.Spec.NodeName
+	outsiders["np-across-web"] = otherNode(web.Spec.NodeName)
+	running := map[string]*corev1.Pod{}
+	for name, node := range outsiders {
+		_, err := c.client.CoreV1().Pods("default").Create(ctx, pod(name, node, "exec sleep 3600"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		running[name] = c.waitRunning(t, name)
+		require.Equal(t, node, running[name].Spec.NodeName)
+	}
+	outsider := running["np-outsider"]
 
 	// Listeners at metadata endpoints' addresses, inside the nodes' own network namespaces (down removes them with the
 	// nodes): a host-network pod on each of two nodes, with the addresses on the node's loopback. GKE's at the client's
@@ -62,22 +72,17 @@ func (c *cluster) checkNetworkPolicy(t *testing.T, ctx context.Context, clients 
 	// is no metadata endpoint, which tenant egress keeps.
 	gke, scaleway := strings.TrimSuffix(tenancy.MetadataCIDRs[0], "/32"), strings.TrimSuffix(tenancy.MetadataCIDRs[2], "/32")
 	require.Equal(t, "169.254.42.42", scaleway, "Scaleway's metadata address")
-	var remote string
-	for i, pool := range pools {
-		if name := fmt.Sprintf("%s-%d", pool, i); name != clientNode && remote == "" {
-			remote = name
-		}
-	}
+	remote := otherNode(clientNode)
 	listeners := []string{"np-listen-" + clientNode, "np-listen-" + remote}
 	for i, node := range []string{clientNode, remote} {
 		listener := pod(listeners[i], node, "exec httpd -f -p 8080 -h /")
 		listener.Spec.HostNetwork = true
-		_, err = c.client.CoreV1().Pods("default").Create(ctx, listener, metav1.CreateOptions{})
+		_, err := c.client.CoreV1().Pods("default").Create(ctx, listener, metav1.CreateOptions{})
 		require.NoError(t, err)
 		c.waitRunning(t, listener.Name)
 	}
 	t.Cleanup(func() {
-		for _, name := range append(listeners, "np-outsider") {
+		for _, name := range append(listeners, "np-outsider", "np-beside-web", "np-across-web") {
 			_ = c.client.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
 		}
 	})
@@ -101,7 +106,8 @@ func (c *cluster) checkNetworkPolicy(t *testing.T, ctx context.Context, clients 
 	}{
 		{"a pod of the same tenant reaches its neighbour", own, webAddr, true},
 		{"another tenant's pod is refused", other, webAddr, false},
-		{"a pod of a namespace of no tenant is refused", outsider, webAddr, false},
+		{"a pod of no tenant on the same node is refused", running["np-beside-web"], webAddr, false},
+		{"a pod of no tenant on another node is refused", running["np-across-web"], webAddr, false},
 		{"a pod of the same tenant reaches its vCluster's API", own, apiAddr, true},
 		{"another tenant's pod is refused at this tenant's vCluster API", other, apiAddr, false},
 		{"a pod of no tenant reaches GKE's metadata address on its node (the control)", outsider, net.JoinHostPort(gke, "8080"), true},
@@ -182,6 +188,16 @@ func (c *cluster) execIn(namespace, pod string, command ...string) (string, erro
 	defer cancel()
 	err = executor.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
 	return stdout.String() + stderr.String(), err
+}
+
+// otherNode is the first node of the test cluster that is not node.
+func otherNode(node string) string {
+	for i, pool := range pools {
+		if name := fmt.Sprintf("%s-%d", pool, i); name != node {
+			return name
+		}
+	}
+	return ""
 }
 
 // nodeAddress is a node's internal address.

@@ -148,6 +148,9 @@ func (c *cluster) checkTenants(t *testing.T) {
 	c.checkPodThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
 	c.checkWorkloadsThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
 	t.Run("NetworkPolicies hold for packets", func(t *testing.T) { c.checkNetworkPolicy(t, ctx, clients) })
+	t.Run("what reaches past the entitlement, sent through a vCluster by its admin, is refused on the host", func(t *testing.T) {
+		c.checkHostileThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
+	})
 }
 
 // checkPodThroughVCluster creates a pod in the tenant's vCluster and waits until it runs there, placed by the host's
