@@ -95,25 +95,8 @@ func (c *cluster) checkHostileThroughVCluster(t *testing.T, ctx context.Context,
 				// Checked after the plain pod ran and the host refused the others: the syncer has had its turn.
 				return
 			}
-			// vCluster reports a refused create as a SyncError event on the virtual pod (loft-sh/vcluster v0.36.1
-			// pkg/patcher/apply.go CreateHostObject), with the host's message, which names the refusing guard.
-			var seen []string
-			err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-				events, err := vc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + tc.name})
-				if err != nil {
-					return false, nil
-				}
-				seen = seen[:0]
-				for _, e := range events.Items {
-					seen = append(seen, e.Reason+": "+e.Message)
-					if e.Reason == "SyncError" && strings.Contains(e.Message, tc.guard) {
-						return true, nil
-					}
-				}
-				return false, nil
-			})
-			assert.NoError(t, err, "the host refuses %s by %s; the virtual pod's events: %v", tc.name, tc.guard, seen)
-			_, err = c.client.CoreV1().Pods(hostNS).Get(ctx, hostName, metav1.GetOptions{})
+			assertSyncRefused(t, ctx, vc, ns, tc.name, tc.guard)
+			_, err := c.client.CoreV1().Pods(hostNS).Get(ctx, hostName, metav1.GetOptions{})
 			assert.True(t, apierrors.IsNotFound(err), "no host pod %s: %v", hostName, err)
 		})
 	}
@@ -126,4 +109,60 @@ func (c *cluster) checkHostileThroughVCluster(t *testing.T, ctx context.Context,
 			tc.name, refusedVirtually[tc.name], err)
 	}
 
+	// Services vCluster copies to the host with their type and external IPs (loft-sh/vcluster v0.36.1
+	// pkg/controllers/resources/services/syncer.go): the host's guard and the tenant's quota refuse what would take
+	// traffic or addresses beyond the tenant's own. vCluster creates a Service on the host as the tenant creates it in
+	// the virtual cluster, so the host's refusal is the answer to the tenant's create itself; a later sync would report
+	// it as a SyncError event instead.
+	services := []struct {
+		name, guard string
+		spec        corev1.ServiceSpec
+	}{
+		{"external-ips", tenancy.ServicePolicy, corev1.ServiceSpec{ExternalIPs: []string{"203.0.113.7"}}},
+		{"load-balancer", "services.loadbalancers", corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}},
+		{"node-port", "services.nodeports", corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort}},
+	}
+	refusedAtCreate := map[string]bool{}
+	for _, svc := range services {
+		svc.spec.Ports = []corev1.ServicePort{{Port: 80}}
+		_, err := vc.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: svc.name}, Spec: svc.spec},
+			metav1.CreateOptions{})
+		if err != nil && strings.Contains(err.Error(), svc.guard) {
+			refusedAtCreate[svc.name] = true
+		} else if !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err, "the virtual cluster takes Service %s as its admin writes it", svc.name)
+		}
+	}
+	for _, svc := range services {
+		t.Run("Service "+svc.name, func(t *testing.T) {
+			if !refusedAtCreate[svc.name] {
+				assertSyncRefused(t, ctx, vc, ns, svc.name, svc.guard)
+			}
+			_, err := c.client.CoreV1().Services(hostNS).Get(ctx, svc.name+"-x-"+ns+"-x-"+tenant, metav1.GetOptions{})
+			assert.True(t, apierrors.IsNotFound(err), "no host Service %s: %v", svc.name, err)
+		})
+	}
+}
+
+// assertSyncRefused waits for vCluster to report that the host refused to take one of its objects, by the guard
+// named: a SyncError event on the virtual object (loft-sh/vcluster v0.36.1 pkg/patcher/apply.go CreateHostObject), with
+// the host's message, which names the refusing guard.
+func assertSyncRefused(t *testing.T, ctx context.Context, vc kubernetes.Interface, ns, name, guard string) {
+	t.Helper()
+	var seen []string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		events, err := vc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			return false, nil
+		}
+		seen = seen[:0]
+		for _, e := range events.Items {
+			seen = append(seen, e.Reason+": "+e.Message)
+			if e.Reason == "SyncError" && strings.Contains(e.Message, guard) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	assert.NoError(t, err, "the host refuses %s by %s; the virtual object's events: %v", name, guard, seen)
 }
