@@ -82,7 +82,7 @@ func (c *cluster) checkHostileThroughVCluster(t *testing.T, ctx context.Context,
 	hostNS := naming.Namespace(tenant)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			hostName := tc.name + "-x-" + ns + "-x-" + tenant
+			hostName := syncedName(tc.name, ns, tenant)
 			if tc.guard == "" {
 				err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 					p, err := c.client.CoreV1().Pods(hostNS).Get(ctx, hostName, metav1.GetOptions{})
@@ -104,7 +104,7 @@ func (c *cluster) checkHostileThroughVCluster(t *testing.T, ctx context.Context,
 		if tc.guard != podSecurity {
 			continue
 		}
-		_, err := c.client.CoreV1().Pods(hostNS).Get(ctx, tc.name+"-x-"+ns+"-x-"+tenant, metav1.GetOptions{})
+		_, err := c.client.CoreV1().Pods(hostNS).Get(ctx, syncedName(tc.name, ns, tenant), metav1.GetOptions{})
 		assert.True(t, apierrors.IsNotFound(err), "%s never reaches the host (refused in the virtual cluster: %v): %v",
 			tc.name, refusedVirtually[tc.name], err)
 	}
@@ -138,7 +138,7 @@ func (c *cluster) checkHostileThroughVCluster(t *testing.T, ctx context.Context,
 			if !refusedAtCreate[svc.name] {
 				assertSyncRefused(t, ctx, vc, ns, svc.name, svc.guard)
 			}
-			_, err := c.client.CoreV1().Services(hostNS).Get(ctx, svc.name+"-x-"+ns+"-x-"+tenant, metav1.GetOptions{})
+			_, err := c.client.CoreV1().Services(hostNS).Get(ctx, syncedName(svc.name, ns, tenant), metav1.GetOptions{})
 			assert.True(t, apierrors.IsNotFound(err), "no host Service %s: %v", svc.name, err)
 		})
 	}

@@ -144,33 +144,33 @@ func (c *cluster) checkNetworkPolicy(t *testing.T, ctx context.Context, clients 
 	})
 }
 
-// runThroughVCluster creates a pod in the tenant's vCluster and returns the host's copy once it runs.
+// runThroughVCluster creates a pod in the default namespace of the tenant's vCluster and returns the host's copy
+// once it runs.
 func (c *cluster) runThroughVCluster(t *testing.T, ctx context.Context, tenant string, cfg *rest.Config, name, command string) *corev1.Pod {
 	t.Helper()
 	vc, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	_, err = vc.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: tenantPod(command)}, metav1.CreateOptions{})
-	if !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err, "creating %s through %s's vCluster", name, tenant)
-	}
-	ns := naming.Namespace(tenant)
+	// The service account appears in a new vCluster's default namespace a moment after it starts.
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, last = vc.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: tenantPod(command)}, metav1.CreateOptions{})
+		return last == nil || apierrors.IsAlreadyExists(last), nil
+	})
+	require.NoError(t, err, "creating %s through %s's vCluster: %v", name, tenant, last)
 	var host *corev1.Pod
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for i, p := range pods.Items {
-			if strings.HasPrefix(p.Name, name+"-x-default-x-") && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
-				host = &pods.Items[i]
-				return true, nil
-			}
-		}
-		return false, nil
+		host, err = c.client.CoreV1().Pods(naming.Namespace(tenant)).Get(ctx, syncedName(name, "default", tenant), metav1.GetOptions{})
+		return err == nil && host.Status.Phase == corev1.PodRunning && host.Status.PodIP != "", nil
 	})
 	require.NoError(t, err, "%s of %s never ran on the host: %s", name, tenant, describePods(ctx, vc, "default"))
 	return host
+}
+
+// syncedName is the host name vCluster gives an object of a virtual namespace (loft-sh/vcluster v0.36.1
+// pkg/util/translate/single_namespace.go, for names short enough to need no hash).
+func syncedName(name, virtualNS, tenant string) string {
+	return name + "-x-" + virtualNS + "-x-" + tenant
 }
 
 // execIn runs a command in the main container of a pod of any namespace, as the cluster's admin.

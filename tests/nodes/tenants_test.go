@@ -158,16 +158,7 @@ func (c *cluster) checkTenants(t *testing.T) {
 func (c *cluster) checkPodThroughVCluster(t *testing.T, ctx context.Context, tenant string, cfg *rest.Config) {
 	vc, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	p := pod("hello", "", "echo hello from $(hostname) && exec sleep 3600")
-	p.Spec.NodeSelector = nil
-	p.Spec.SecurityContext, p.Spec.Containers[0].SecurityContext = nonRoot()
-	p.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
-	// The service account appears in a new vCluster's default namespace a moment after it starts.
-	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := vc.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
-		return err == nil || apierrors.IsAlreadyExists(err), nil
-	})
-	require.NoError(t, err, "creating a pod through %s's vCluster", tenant)
+	c.runThroughVCluster(t, ctx, tenant, cfg, "hello", "echo hello from $(hostname) && exec sleep 3600")
 	var got *corev1.Pod
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		got, err = vc.CoreV1().Pods("default").Get(ctx, "hello", metav1.GetOptions{})
@@ -178,7 +169,7 @@ func (c *cluster) checkPodThroughVCluster(t *testing.T, ctx context.Context, ten
 	require.NoError(t, err)
 	var synced []string
 	for _, h := range host.Items {
-		if strings.HasPrefix(h.Name, "hello-x-default-x-") {
+		if h.Name == syncedName("hello", "default", tenant) {
 			synced = append(synced, h.Name+" on "+h.Spec.NodeName+" "+string(h.Status.Phase))
 		}
 	}
