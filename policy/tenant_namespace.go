@@ -155,18 +155,32 @@ func checkTenantNamespaces(resources []resource) []violation {
 				continue
 			}
 			key := naming.DeviceQuotaKey(class)
-			covered := make([]presence, len(quotas))
-			for i, q := range quotas {
-				covered[i] = q.covers(ns, key)
-			}
-			if strongest(covered...) == absent {
+			if !covered(quotas, ns, key) {
 				report("has no quota on DeviceClass %s, which is granted to tenant %s (label %s=true), so the tenant "+
 					"may claim its devices without limit: add %s to spec.hard of the namespace's ResourceQuota "+
 					"(tenants[].gpuQuota.%s)", class, tenant, naming.ClassTenantLabel(tenant), key, class)
 			}
+			// A pod asking for the class by name is charged the name at creation only if the quota caps it; else it
+			// is refused only when the scheduler creates its claim, and waits there.
+			resourceValue, _ := lookup(c.Props, "spec", "extendedResourceName")
+			if name, named := str(resourceValue); named && name != "" && !covered(quotas, ns, naming.RequestsQuotaKey(name)) {
+				report("has no quota on %s, the extended-resource name of DeviceClass %s, which is granted to tenant %s: "+
+					"a pod asking for more than its quota waits in the scheduler instead of being refused: add %s to "+
+					"spec.hard of the namespace's ResourceQuota (tenants[].gpuQuota.%s)", name, class, tenant,
+					naming.RequestsQuotaKey(name), class)
+			}
 		}
 	}
 	return out
+}
+
+// covered says whether any quota may cap key in namespace ns.
+func covered(quotas []quota, ns, key string) bool {
+	presences := make([]presence, len(quotas))
+	for i, q := range quotas {
+		presences[i] = q.covers(ns, key)
+	}
+	return strongest(presences...) != absent
 }
 
 // stringOr is v's string, or def when v is not a known string.

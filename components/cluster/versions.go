@@ -16,6 +16,24 @@ import (
 // (KubeletEnsureSecretPulledImages is on by default from 1.35), which tenants sharing nodes rely on.
 const MinKubernetesMinor = 35
 
+// ExtendedResourcesMinor is the first minor on which a pod may ask for a DeviceClass by its extended-resource name
+// out of the box: the DRAExtendedResource feature gate, which kube-apiserver, the scheduler, the controller-manager
+// and the kubelet all need, is alpha and off in 1.34 and 1.35, beta and on from 1.36, and locked on in 1.37
+// (k8s.io/kubernetes v1.36.3 and v1.37.2 pkg/features/kube_features.go DRAExtendedResource; KEP-5004,
+// https://github.com/kubernetes/enhancements/tree/master/keps/sig-scheduling/5004-dra-extended-resource). On an
+// older cluster the API server drops the field silently.
+const ExtendedResourcesMinor = 36
+
+// MinorOf is the minor of a Kubernetes version such as 1.36 or 1.36.3-gke.100; false when v is not one.
+func MinorOf(v string) (int, bool) {
+	m := versionRE.FindStringSubmatch(v)
+	if m == nil {
+		return 0, false
+	}
+	minor, err := strconv.Atoi(m[1])
+	return minor, err == nil
+}
+
 // SupportedMinor is one row of a cloud's table of Kubernetes minors: until when the cloud supports it, and where that
 // is written.
 type SupportedMinor struct {
@@ -82,11 +100,10 @@ type VersionCheck struct {
 // auto-upgrade is on). A minor past its end of support is refused when its row was verified, and warned of when it
 // was not; a minor newer than the table's rows is warned of, since the cloud, not this table, decides what it offers.
 func (t SupportTable) CheckKubernetesVersion(path *field.Path, v, minorOnly string, now time.Time) VersionCheck {
-	m := versionRE.FindStringSubmatch(v)
-	if m == nil {
+	minor, ok := MinorOf(v)
+	if !ok {
 		return VersionCheck{Errs: field.ErrorList{field.Invalid(path, v, "must be a Kubernetes version such as 1.35 or 1.35.2")}}
 	}
-	minor, _ := strconv.Atoi(m[1])
 	if minor < MinKubernetesMinor {
 		return VersionCheck{Errs: field.ErrorList{field.Invalid(path, v, fmt.Sprintf(
 			"must be 1.%d or later; %s supports %s today", MinKubernetesMinor, t.Cloud, t.Allowed(now)))}}

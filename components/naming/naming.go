@@ -58,6 +58,14 @@ const DeviceQuotaSuffix = ".deviceclass.resource.k8s.io/devices"
 // DeviceQuotaKey is the ResourceQuota key that caps the devices of one DeviceClass in a namespace.
 func DeviceQuotaKey(class string) string { return class + DeviceQuotaSuffix }
 
+// RequestsQuotaPrefix turns a resource name into the ResourceQuota key that caps its requests
+// (k8s.io/api v0.36.3 core/v1 DefaultResourceRequestsPrefix).
+const RequestsQuotaPrefix = "requests."
+
+// RequestsQuotaKey is the ResourceQuota key that caps a resource name's requests in a namespace: for a DeviceClass's
+// extended-resource name, what the pods asking for it and the class's claims may take together.
+func RequestsQuotaKey(resourceName string) string { return RequestsQuotaPrefix + resourceName }
+
 // Objects in each tenant namespace.
 const (
 	// TenantQuota caps the namespace's CPU, memory and devices per granted class.

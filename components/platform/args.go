@@ -9,6 +9,7 @@ package platform
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
@@ -170,6 +171,8 @@ func (c *PlatformArgs) today() time.Time {
 type TenantArgs struct {
 	tenancy.TenantArgs
 	VCluster vcluster.ControlPlane `json:"vcluster"`
+	// GPUAccess is how the tenant's GPUs reach it; unset takes vcluster.gpuAccess (GPUAccessOf).
+	GPUAccess vcluster.GPUAccess `json:"gpuAccess"`
 	// Group records the tenant group whose stack holds the tenant (tenantGroups); unset, the tenant stays where its
 	// namespace is, and a new tenant goes where TenantGroup hashes it.
 	Group *int `json:"group"`
@@ -226,6 +229,74 @@ func (c *PlatformArgs) Grants() map[string][]string {
 		grants[t.Name] = t.Classes
 	}
 	return grants
+}
+
+// GPUAccessOf is how a tenant's GPUs reach it: its own gpuAccess, else vcluster.gpuAccess, else claims.
+func (c *PlatformArgs) GPUAccessOf(t TenantArgs) vcluster.GPUAccess {
+	return t.GPUAccess.Or(c.VCluster.GPUAccess).Or(vcluster.ClaimSync)
+}
+
+// tenant is the tenant of that name; the zero tenant when there is none.
+func (c *PlatformArgs) tenant(name string) TenantArgs {
+	for _, t := range c.Tenants {
+		if t.Name == name {
+			return t
+		}
+	}
+	return TenantArgs{}
+}
+
+// ExtendedResourceClasses are the classes whose DeviceClass carries its extended-resource name, in catalog order:
+// those granted to a tenant that asks for GPUs by name.
+func (c *PlatformArgs) ExtendedResourceClasses() []string {
+	var out []string
+	for _, class := range c.GPUClasses {
+		for _, t := range c.Tenants {
+			if c.GPUAccessOf(t).NamesClasses() && slices.Contains(t.Classes, class.Name) {
+				out = append(out, class.Name)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// extendedResourceNames are the extended-resource names of a tenant's granted classes that carry one, by class: a
+// tenant granted such a class is capped on its name whatever its own mode, since the name's guard reads the grant.
+func (c *PlatformArgs) extendedResourceNames(t TenantArgs) map[string]string {
+	named := c.ExtendedResourceClasses()
+	out := map[string]string{}
+	for _, class := range c.GPUClasses {
+		if slices.Contains(named, class.Name) && slices.Contains(t.Classes, class.Name) {
+			out[class.Name] = class.ResourceName()
+		}
+	}
+	return out
+}
+
+// offeredClasses are the classes a tenant may ask for by name, as it reads them inside its vCluster: each with what
+// one device is, from the models of the pools that offer it, and the tenant's quota.
+func (c *PlatformArgs) offeredClasses(t TenantArgs) []vcluster.OfferedClass {
+	names := c.extendedResourceNames(t)
+	var out []vcluster.OfferedClass
+	for _, class := range c.GPUClasses {
+		name, ok := names[class.Name]
+		if !ok {
+			continue
+		}
+		var models []string
+		for _, p := range c.GPUPools() {
+			if class.SelectsFrom(p) && !slices.Contains(models, p.Model.ProductName) {
+				models = append(models, p.Model.ProductName)
+			}
+		}
+		gives := "a whole " + strings.Join(models, " or a whole ")
+		if class.Device == tenancy.MIG {
+			gives = "a MIG " + class.MIGProfile + " slice of a " + strings.Join(models, " or of a ")
+		}
+		out = append(out, vcluster.OfferedClass{Class: class.Name, ResourceName: name, Gives: gives, Quota: t.GPUQuota[class.Name]})
+	}
+	return out
 }
 
 // TenantNames lists the tenants in config order.

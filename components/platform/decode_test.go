@@ -395,6 +395,26 @@ func badConfigs() []badConfig {
 			"gpu-tenancy:vcluster.apiClientCIDRs[0]", "admits every address"},
 		{"vCluster API client CIDR not a CIDR", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"apiClientCIDRs": list{"10.243.0.1"}} }, nil,
 			"gpu-tenancy:vcluster.apiClientCIDRs[0]", "must be a CIDR"},
+		{"a GPU access mode that does not exist", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["gpuAccess"] = "deviceplugin" }, nil,
+			"gpu-tenancy:tenants[0].gpuAccess", `supported values: "claims", "extendedResources", "both"`},
+		{"a platform-wide GPU access mode that does not exist", goodGKE, func(tc testConfig) { tc["vcluster"] = obj{"gpuAccess": "names"} }, nil,
+			"gpu-tenancy:vcluster.gpuAccess", `supported values: "claims", "extendedResources", "both"`},
+		{"extended resources on GKE's default version", goodGKE, func(tc testConfig) { at(tc, "tenants", 0)["gpuAccess"] = "extendedResources" }, nil,
+			"gpu-tenancy:tenants[0].gpuAccess", "tenant legal-ai asks for GPUs as extended resources, which need Kubernetes 1.36 or later (DRAExtendedResource, on by default from 1.36); gpu-tenancy:gke.kubernetesVersion is 1.35"},
+		{"extended resources for every tenant on Kapsule 1.35", goodScaleway, func(tc testConfig) {
+			tc["vcluster"] = obj{"gpuAccess": "both"}
+			tc["scaleway"].(obj)["kubernetesVersion"] = "1.35"
+		}, nil, "gpu-tenancy:vcluster.gpuAccess", "gpu-tenancy:scaleway.kubernetesVersion is 1.35: raise it, or set gpu-tenancy:tenants[0].gpuAccess to claims"},
+		{"an access key for a tenant with no claim sync", goodGKE, func(tc testConfig) {
+			tc["platformAccessKeys"] = `{"legal-ai":"key"}`
+			tc["gke"].(obj)["kubernetesVersion"] = "1.36"
+			at(tc, "tenants", 0)["gpuAccess"] = "extendedResources"
+		}, []string{"platformAdminPassword", "platformAccessKeys"}, "gpu-tenancy:platformAccessKeys[legal-ai]", "connects to no platform"},
+		{"two classes with one extended-resource name", goodGKE, func(tc testConfig) {
+			at(tc, "gpuClasses", 1)["extendedResourceName"] = "gpu-tenancy.io/gpu-whole"
+		}, nil, "gpu-tenancy:gpuClasses[1].extendedResourceName", "is class gpu-whole's already"},
+		{"the device plugin's name for a class", goodGKE, func(tc testConfig) { at(tc, "gpuClasses", 0)["extendedResourceName"] = "nvidia.com/gpu" }, nil,
+			"gpu-tenancy:gpuClasses[0].extendedResourceName", "nvidia.com/ names are the NVIDIA device plugin's"},
 		{"vCluster image without a tag", goodGKE, func(tc testConfig) {
 			tc["vcluster"] = obj{"images": obj{"controlPlane": "ghcr.io/loft-sh/vcluster-oss"}}
 		}, nil,

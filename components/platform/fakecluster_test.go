@@ -26,7 +26,10 @@ type fakeCluster struct {
 	refuseFirst int
 	refuseIn    string
 	refused     int
-	server      *httptest.Server
+	// dropsExtendedResourceName answers a dry-run DeviceClass as an API server whose DRAExtendedResource gate is
+	// off does: without spec.extendedResourceName.
+	dropsExtendedResourceName bool
+	server                    *httptest.Server
 }
 
 func newFakeCluster(t *testing.T) *fakeCluster {
@@ -82,6 +85,16 @@ func (f *fakeCluster) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(pod)
 		return
 	}
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/deviceclasses") {
+		var class map[string]any
+		raw, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(raw, &class)
+		if spec, ok := class["spec"].(map[string]any); ok && f.dropsExtendedResourceName {
+			delete(spec, "extendedResourceName")
+		}
+		_ = json.NewEncoder(w).Encode(class)
+		return
+	}
 	accept := r.Header.Get("Accept")
 	if obj, ok := f.objects[r.URL.Path]; ok {
 		if strings.Contains(accept, "as=PartialObjectMetadata") {
@@ -113,7 +126,7 @@ func (f *fakeCluster) serve(w http.ResponseWriter, r *http.Request) {
 
 // isCollection tells a collection path (…/namespaces, …/deviceclasses) from an object's.
 func isCollection(path string) bool {
-	for _, c := range []string{"/namespaces", "/deviceclasses", "/validatingadmissionpolicies", "/validatingadmissionpolicybindings",
+	for _, c := range []string{"/namespaces", "/deviceclasses", "/resourceclaims", "/validatingadmissionpolicies", "/validatingadmissionpolicybindings",
 		"/flowschemas", "/prioritylevelconfigurations", "/nodes"} {
 		if strings.HasSuffix(path, c) {
 			return true

@@ -218,7 +218,8 @@ func (l *liveCluster) probeNamespace(ctx context.Context, tenants []TenantArgs) 
 	return "default"
 }
 
-// probeBuiltCluster runs hostRewrites on a cloud cluster this stack builds, once its kubeconfig is known (on the up
+// probeBuiltCluster checks that a cloud cluster this stack builds keeps extended-resource names where a tenant asks
+// for GPUs by name (checkServesExtendedResources: a cloud may run a minor with the gate off) and runs hostRewrites on it, once its kubeconfig is known (on the up
 // that creates it, or at the preview of one that exists), and resolves only when the probe passes: every tenant object
 // depends on it, so on a cluster that rewrites tenant pods the run fails after the cluster and the platform's own
 // objects and before any tenant's. A cluster just created may not answer yet (its address not yet resolvable, its API
@@ -256,6 +257,9 @@ func (c *PlatformArgs) probeBuiltCluster(ctx *pulumi.Context, kubeconfig pulumi.
 		}
 		for _, w := range l.nodeExposures(goctx, c.platformPool()) {
 			warn(w)
+		}
+		if err := c.checkServesExtendedResources(goctx, l, warn); err != nil {
+			return nil, err
 		}
 		return nil, l.hostRewrites(goctx, c, l.probeNamespace(goctx, tenants), warn)
 	}).(pulumi.ResourceArrayOutput)

@@ -11,11 +11,13 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
@@ -175,6 +177,73 @@ func selectorEqual(got map[string]any, want *metav1.LabelSelector) bool {
 }
 
 var leasesResource = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+
+var resourceClaimsResource = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}
+
+// checkClaimsLeftUnsynced refuses a tenant that gets GPUs as extended resources only while its host namespace holds
+// claims its vCluster's Pro sync made: the open-source syncer it runs then neither syncs nor deletes them, so their
+// devices stay held for pods the tenant can no longer manage, and a pod of its that uses one is never synced again.
+// The claims the scheduler makes for pods that ask by name carry its mark and stay.
+func (l *liveCluster) checkClaimsLeftUnsynced(ctx context.Context, c *PlatformArgs, tenants []TenantArgs) error {
+	var errs field.ErrorList
+	for i, t := range c.Tenants {
+		if c.GPUAccessOf(t).SyncsClaims() || !slices.ContainsFunc(tenants, func(b TenantArgs) bool { return b.Name == t.Name }) {
+			continue
+		}
+		ns := naming.Namespace(t.Name)
+		list, err := l.meta.Resource(resourceClaimsResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing the claims of tenant %s (namespace %s): %w", t.Name, ns, err)
+		}
+		var synced []string
+		for _, claim := range list.Items {
+			if claim.Annotations[tenancy.ExtendedResourceClaimAnnotation] != "true" {
+				synced = append(synced, claim.Name)
+			}
+		}
+		if len(synced) > 0 {
+			slices.Sort(synced)
+			errs = append(errs, field.Invalid(c.gpuAccessKey(i), string(c.GPUAccessOf(t)), fmt.Sprintf(
+				"tenant %s's namespace %s holds claims its vCluster synced (%s): with gpuAccess %s its vCluster runs the open-source "+
+					"syncer, which neither syncs nor deletes them, so their devices stay held; delete them inside the tenant's vCluster "+
+					"first, or set %s to %s", t.Name, ns, firstFew(synced), vcluster.ExtendedResources,
+				c.Keys.Path(keyTenants).Index(i).Child("gpuAccess"), vcluster.BothAccess)))
+		}
+	}
+	if len(errs) > 0 {
+		return &ArgsError{Keys: c.Keys, Errs: errs}
+	}
+	return nil
+}
+
+var deviceClassesResource = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}
+
+// extendedResourceProbe is the DeviceClass a server-side dry run creates to learn whether the API server keeps a
+// class's extendedResourceName; a dry run stores nothing.
+const extendedResourceProbe = "gpu-tenancy-extended-resource-probe"
+
+// servesExtendedResources asks the API server, by a server-side dry run, whether it keeps a DeviceClass's
+// extendedResourceName: one whose DRAExtendedResource gate is off (an existing cluster older than 1.36, or one that
+// turned it off) drops the field before admission, without a word (kubernetes v1.36.3
+// pkg/registry/resource/deviceclass/strategy.go dropDisabledFields). The catalog's own guard refuses the probe's name
+// once it is in force, which it can only do for a field it was handed: that refusal says the field is kept.
+func (l *liveCluster) servesExtendedResources(ctx context.Context) (bool, error) {
+	probeName := tenancy.DefaultExtendedResourceName("probe")
+	probe := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+		"metadata": map[string]any{"name": extendedResourceProbe, "labels": map[string]any{naming.ManagedByLabel: naming.ManagedBy}},
+		"spec":     map[string]any{"extendedResourceName": probeName},
+	}}
+	created, err := l.dyn.Resource(deviceClassesResource).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err != nil && strings.Contains(err.Error(), tenancy.ExtendedResourceClassPolicy) && strings.Contains(err.Error(), probeName):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("a server-side dry run of DeviceClass %s: %w", extendedResourceProbe, err)
+	}
+	kept, _, _ := unstructured.NestedString(created.Object, "spec", "extendedResourceName")
+	return kept == probeName, nil
+}
 
 // checkNoMove refuses to run while another process moves tenants between the stacks of environment env: a move hands
 // a tenant's state from one stack to another, and a stack that ran in between would see the tenant in the wrong

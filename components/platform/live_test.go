@@ -3,6 +3,8 @@ package platform
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -352,6 +354,20 @@ func TestACloudClusterThisStackBuildsIsProbedBeforeAnyTenant(t *testing.T) {
 	rec, err = run(f, map[string]string{"gpu-tenancy:admission": `{"schedulers": ["gke.io/optimize-utilization-scheduler"]}`})
 	require.NoError(t, err)
 	assert.NotEmpty(t, tenantNamespaces(rec), "admitted by admission.schedulers")
+
+	// A cloud may run a minor with DRAExtendedResource off: the built cluster is asked before a tenant asking by name.
+	f = newFakeCluster(t)
+	f.dropsExtendedResourceName = true
+	byName := map[string]string{"gpu-tenancy:vcluster": `{"gpuAccess": "both"}`,
+		"gpu-tenancy:scaleway": `{"zone": "fr-par-2", "kubernetesVersion": "1.36"}`}
+	rec, err = run(f, byName)
+	require.ErrorContains(t, err, "gpu-tenancy:vcluster.gpuAccess")
+	require.ErrorContains(t, err, "dropped a DeviceClass's spec.extendedResourceName")
+	assert.Empty(t, tenantNamespaces(rec), "registered before the probe passed")
+	f.dropsExtendedResourceName = false
+	rec, err = run(f, byName)
+	require.NoError(t, err)
+	assert.NotEmpty(t, tenantNamespaces(rec), "a cluster that keeps the names")
 }
 
 // Every group stack's provider carries the cluster's identity (kube-system's UID), so a new address or CA in the
@@ -518,6 +534,69 @@ func TestKubeletsOlderThan135AreSaid(t *testing.T) {
 			}
 			assert.Contains(t, got, c.want)
 			assert.NotContains(t, got, "gpu-a", "a 1.35 node is not named")
+		})
+	}
+}
+
+// An existing cluster's API server is asked, by a server-side dry run, whether it keeps a DeviceClass's
+// extended-resource name before a stack that asks for GPUs by name registers anything: one that drops it (older than
+// 1.36, or with DRAExtendedResource off) is refused, naming the key.
+func TestAClusterThatDropsExtendedResourceNamesIsRefused(t *testing.T) {
+	for name, drops := range map[string]bool{"kept": false, "dropped": true} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			f.dropsExtendedResourceName = drops
+			kc := filepath.Join(t.TempDir(), "kubeconfig")
+			require.NoError(t, os.WriteFile(kc, []byte(f.kubeconfig()), 0o600))
+			rec, err := runStack(t, "local", map[string]string{"gpu-tenancy:existing": `{"kubeconfigPath":"` + kc + `"}`})
+			if !drops {
+				assert.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, "gpu-tenancy:vcluster.gpuAccess")
+			require.ErrorContains(t, err, "dropped a DeviceClass's spec.extendedResourceName in a server-side dry run")
+			for _, r := range rec.All() {
+				assert.False(t, strings.HasPrefix(r.Type, "kubernetes:"), "%s %s registered before the check passed", r.Type, r.Name)
+			}
+		})
+	}
+}
+
+// A tenant moved to extended resources only while its namespace holds claims its vCluster synced is refused, naming
+// them: its open-source syncer would neither sync nor delete them. The scheduler's own claims are no obstacle.
+func TestATenantLeavingClaimSyncWithSyncedClaimsIsRefused(t *testing.T) {
+	const path = "/apis/resource.k8s.io/v1/namespaces/vcluster-legal-ai/resourceclaims"
+	claim := func(name string, annotations map[string]any) map[string]any {
+		return map[string]any{"metadata": map[string]any{"name": name, "namespace": "vcluster-legal-ai", "annotations": annotations}}
+	}
+	tenants := `[{"name":"legal-ai","classes":["gpu-whole"],"gpuQuota":{"gpu-whole":3},"gpuAccess":"extendedResources"},` +
+		`{"name":"research-ai","classes":["gpu-slice"],"gpuQuota":{"gpu-slice":2}}]`
+	for name, c := range map[string]struct {
+		claims []map[string]any
+		want   string
+	}{
+		"a claim its vCluster synced": {[]map[string]any{claim("whole-a", nil),
+			claim("trainer-extended-resources-x7k2p", map[string]any{tenancy.ExtendedResourceClaimAnnotation: "true"})}, "holds claims its vCluster synced (whole-a)"},
+		"only the scheduler's claims": {[]map[string]any{
+			claim("trainer-extended-resources-x7k2p", map[string]any{tenancy.ExtendedResourceClaimAnnotation: "true"})}, ""},
+		"no claim": {nil, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			f.lists[path] = c.claims
+			kc := filepath.Join(t.TempDir(), "kubeconfig")
+			require.NoError(t, os.WriteFile(kc, []byte(f.kubeconfig()), 0o600))
+			rec, err := runStack(t, "local", map[string]string{"gpu-tenancy:existing": `{"kubeconfigPath":"` + kc + `"}`, "gpu-tenancy:tenants": tenants})
+			if c.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, "gpu-tenancy:tenants[0].gpuAccess")
+			require.ErrorContains(t, err, c.want)
+			require.ErrorContains(t, err, "set gpu-tenancy:tenants[0].gpuAccess to both")
+			for _, r := range rec.All() {
+				assert.False(t, strings.HasPrefix(r.Type, "kubernetes:"), "%s %s registered before the check passed", r.Type, r.Name)
+			}
 		})
 	}
 }

@@ -137,7 +137,8 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	}
 	outputs := pulumi.Map{}
 	for _, t := range tenants {
-		out, err := shared.newTenant(ctx, t, tenantOpts...)
+		t.GPUAccess, t.ExtendedResourceNames = a.GPUAccessOf(t), a.extendedResourceNames(t)
+		out, err := shared.newTenant(ctx, t, a.offeredClasses(t), tenantOpts...)
 		if err != nil {
 			return nil, err
 		}
@@ -184,6 +185,7 @@ func (c *PlatformArgs) newShared(ctx *pulumi.Context, cl *cluster.Cluster, inClu
 	// protection of a class the config drops.
 	catalog, err := tenancy.NewCatalog(ctx, CatalogName, &tenancy.CatalogArgs{
 		Classes: c.GPUClasses, Grants: c.Grants(), Admission: c.admissionArgs(cl.ClaimStatusWriters, cl.GPUTaints()),
+		ExtendedResourceClasses: c.ExtendedResourceClasses(),
 	}, append(inCluster, pulumi.DependsOn(afterDriver), pulumi.Protect(len(c.Tenants) > 0))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the GPU catalog: %w", err)
@@ -302,12 +304,20 @@ func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig
 	if err := checkOwnership(goctx, l.meta, owner, plannedObjects(c), c.Ownership.Adopt, c.Keys.Path(keyOwnership).Child("adopt")); err != nil {
 		return "", err
 	}
-	_, tenants := c.builds()
+	buildsPlatform, tenants := c.builds()
+	if buildsPlatform {
+		if err := c.checkServesExtendedResources(goctx, l, warn); err != nil {
+			return "", err
+		}
+	}
 	if _, isGroup := c.part.Group(); isGroup && len(tenants) > 0 {
 		platformOwner := naming.StackOwner(st.project, platformStack)
 		if err := l.checkGuards(goctx, c, platformStack, platformOwner, tenants, st.dryRun, warn); err != nil {
 			return "", err
 		}
+	}
+	if err := l.checkClaimsLeftUnsynced(goctx, c, tenants); err != nil {
+		return "", err
 	}
 	if len(tenants) > 0 {
 		if err := l.hostRewrites(goctx, c, l.probeNamespace(goctx, tenants), warn); err != nil {
@@ -315,6 +325,28 @@ func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig
 		}
 	}
 	return identity, nil
+}
+
+// checkServesExtendedResources refuses, when a tenant asks for GPUs by name, a cluster whose API server drops a
+// DeviceClass's extended-resource name (servesExtendedResources), naming the key; a cluster that cannot be asked is a
+// warning.
+func (c *PlatformArgs) checkServesExtendedResources(goctx context.Context, l *liveCluster, warn func(string)) error {
+	i := c.firstNamingTenant()
+	if i < 0 {
+		return nil
+	}
+	served, err := l.servesExtendedResources(goctx)
+	switch {
+	case err != nil:
+		warn(fmt.Sprintf("could not check that the cluster keeps the extended-resource names of DeviceClasses: %v", err))
+	case !served:
+		return &ArgsError{Keys: c.Keys, Errs: field.ErrorList{field.Invalid(c.gpuAccessKey(i), string(c.GPUAccessOf(c.Tenants[i])), fmt.Sprintf(
+			"tenant %s asks for GPUs as extended resources, but the cluster's API server dropped a DeviceClass's "+
+				"spec.extendedResourceName in a server-side dry run: it runs Kubernetes older than 1.%d, or with the "+
+				"DRAExtendedResource feature gate off; upgrade it, or set %s to %s", c.Tenants[i].Name, cluster.ExtendedResourcesMinor,
+			c.Keys.Path(keyTenants).Index(i).Child("gpuAccess"), vcluster.ClaimSync))}}
+	}
+	return nil
 }
 
 // stackInfo is what the checks of the cluster need to know of the running stack.
@@ -409,16 +441,23 @@ type tenantShared struct {
 	dedicated map[string]bool
 }
 
-// newTenant builds a tenant's host-side guard rails and, when tenants get one, its vCluster. Both are protected, and
+// newTenant builds a tenant's host-side guard rails and, when tenants get one, its vCluster, which holds the classes
+// the tenant may ask for by name (offered). Both are protected, and
 // with them every object under them (the engine gives children their parent's protect: pulumi pkg v3.274.1
 // resource/deploy/source_eval.go inheritFromParent): a program that stops building a tenant still in config (a wrong
 // placement, a bug) fails on the first delete instead of deleting the tenant's namespace, vCluster and data. Removing
 // a tenant from config is the one way to delete it, and gpu-tenancy-env lifts the protection of exactly that tenant
 // first (README, "Several environments").
-func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantArgs, opts ...pulumi.ResourceOption) (pulumi.Map, error) {
+func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantArgs, offered []vcluster.OfferedClass, opts ...pulumi.ResourceOption) (pulumi.Map, error) {
 	opts = append(opts, pulumi.Protect(true))
 	args := t.TenantArgs
 	args.Catalog, args.Network = s.catalog, s.network
+	platform, accessKey := s.platform, secretInput(s.accessKeys[t.Name])
+	if !t.GPUAccess.SyncsClaims() {
+		// The open-source syncer connects to no platform: no key, and nothing of the platform's reaches the tenant.
+		platform, accessKey = nil, nil
+		args.Network.IngressFromNamespaces = nil
+	}
 	tenant, err := tenancy.NewTenant(ctx, t.Name, &args, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating tenant %q: %w", t.Name, err)
@@ -437,8 +476,10 @@ func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantArgs, opts ...pulu
 		ControlPlane:       t.VCluster,
 		KubeconfigServer:   s.vcluster.ServerFor(t.Name),
 		Images:             s.vcluster.Images,
-		Platform:           s.platform,
-		PlatformAccessKey:  secretInput(s.accessKeys[t.Name]),
+		GPUAccess:          t.GPUAccess,
+		OfferedClasses:     offered,
+		Platform:           platform,
+		PlatformAccessKey:  accessKey,
 		Await:              s.vcluster.Awaits(),
 		PodSecurity:        tenant.PodSecurity,
 		// The quota and limit range must be in place before the vCluster's pods are admitted.

@@ -352,6 +352,62 @@ func TestProvidersKeepKubeconfigSecret(t *testing.T) {
 	}
 }
 
+// A tenant that asks for GPUs by name gets the open-source syncer with nothing of the Pro sync or the platform, its
+// class's DeviceClass carries the name and its quota caps it; a tenant on claims beside it keeps all it had.
+func TestATenantAskingForGPUsByNameNeedsNoLicence(t *testing.T) {
+	rec, err := runStack(t, "gke-dev", map[string]string{
+		"gpu-tenancy:gke": `{"project":"gpu-tenancy-dev","zone":"us-central1-a","kubernetesVersion":"1.36","releaseChannel":"REGULAR",` +
+			`"deletionProtection":false,"systemPool":{"machineType":"e2-standard-4","minNodes":1,"maxNodes":3}}`,
+		"gpu-tenancy:tenants": `[{"name":"legal-ai","classes":["gpu-whole"],"gpuQuota":{"gpu-whole":3},"gpuAccess":"extendedResources"},` +
+			`{"name":"research-ai","classes":["gpu-slice"],"gpuQuota":{"gpu-slice":2}}]`,
+	})
+	require.NoError(t, err)
+	classes := map[string]string{}
+	for _, reg := range rec.ByType("kubernetes:resource.k8s.io/v1:DeviceClass") {
+		spec := reg.Inputs["spec"].ObjectValue()
+		name := ""
+		if v, ok := spec["extendedResourceName"]; ok {
+			name = v.StringValue()
+		}
+		classes[reg.Inputs["metadata"].ObjectValue()["name"].StringValue()] = name
+	}
+	assert.Equal(t, map[string]string{"gpu-whole": "gpu-tenancy.io/gpu-whole", "gpu-slice": ""}, classes, "only the class asked for by name carries one")
+
+	values := func(tenant string) map[string]any {
+		chart, err := rec.Get("kubernetes:helm.sh/v4:Chart", tenant)
+		require.NoError(t, err)
+		return chart.Inputs["values"].Mappable().(map[string]any)
+	}
+	legal, research := values("legal-ai"), values("research-ai")
+	assert.NotContains(t, legal, "platform", "no platform connection")
+	assert.NotContains(t, legal["sync"].(map[string]any)["toHost"], "resourceClaims", "no claim sync")
+	assert.NotContains(t, legal["sync"].(map[string]any)["toHost"], "resourceClaimTemplates", "no claim template sync")
+	assert.NotContains(t, legal["sync"].(map[string]any)["fromHost"], "deviceClasses", "no DeviceClass sync")
+	assert.Equal(t, map[string]any{"registry": "ghcr.io", "repository": "loft-sh/vcluster-oss", "tag": vcluster.VClusterVersion},
+		legal["controlPlane"].(map[string]any)["statefulSet"].(map[string]any)["image"], "the open-source syncer")
+	manifests := legal["experimental"].(map[string]any)["deploy"].(map[string]any)["vcluster"].(map[string]any)["manifests"].(string)
+	assert.Contains(t, manifests, "gpu-whole: |\n    class: gpu-whole\n    gives: a whole NVIDIA A100-SXM4-40GB\n    name: gpu-tenancy.io/gpu-whole\n    quota: 3\n",
+		"the tenant reads its class's name, what it gives and its quota inside its vCluster")
+	assert.NotContains(t, manifests, "gpu-slice", "and nothing of another tenant's")
+	assert.NotContains(t, research, "experimental", "a tenant that asks for no class by name is offered none")
+	assert.Contains(t, research, "platform", "the tenant on claims keeps its platform connection")
+	assert.Contains(t, research["sync"].(map[string]any)["toHost"], "resourceClaims")
+
+	_, err = rec.Get("kubernetes:networking.k8s.io/v1:NetworkPolicy", "legal-ai-allow-ingress-platform")
+	assert.Error(t, err, "nothing of the platform reaches a tenant it does not serve")
+	_, err = rec.Get("kubernetes:networking.k8s.io/v1:NetworkPolicy", "research-ai-allow-ingress-platform")
+	assert.NoError(t, err)
+
+	quota, err := rec.Get("kubernetes:core/v1:ResourceQuota", "legal-ai-quota")
+	require.NoError(t, err)
+	hard := quota.Inputs["spec"].ObjectValue()["hard"].Mappable().(map[string]any)
+	assert.Equal(t, "3", hard["requests.gpu-tenancy.io/gpu-whole"], "the name is capped as the class's devices are")
+	assert.Equal(t, "3", hard["gpu-whole.deviceclass.resource.k8s.io/devices"])
+	quota, err = rec.Get("kubernetes:core/v1:ResourceQuota", "research-ai-quota")
+	require.NoError(t, err)
+	assert.NotContains(t, quota.Inputs["spec"].ObjectValue()["hard"].Mappable(), "requests.gpu-tenancy.io/gpu-slice")
+}
+
 func TestTenantPodSecurityReachesNamespaceAndVCluster(t *testing.T) {
 	rec, err := runStack(t, "gke-dev", map[string]string{"gpu-tenancy:tenants": `[{"name":"legal-ai","classes":["gpu-whole"],` +
 		`"gpuQuota":{"gpu-whole":1},"podSecurity":"restricted"},{"name":"research-ai","classes":["gpu-slice"],"gpuQuota":{"gpu-slice":1}}]`})

@@ -43,6 +43,7 @@ func (c *PlatformArgs) Validate() field.ErrorList {
 	errs = append(errs, tenancy.ValidateClassOwners(path(keyGPUClasses), c.GPUClasses, c.Grants())...)
 	errs = append(errs, validateClassesHavePools(c, path)...)
 	errs = append(errs, validateTenants(c, path)...)
+	errs = append(errs, validateGPUAccess(c, path)...)
 	errs = append(errs, validateDedicatedPools(c, path)...)
 	if c.DRAEnabled() {
 		driver := c.driverArgs(c.GPUPools(), c.driverRoot())
@@ -138,11 +139,70 @@ func validateAccessKeys(c *PlatformArgs, path func(string) *field.Path) field.Er
 		case !c.PlatformEnabled() || !c.VCluster.IsEnabled():
 			errs = append(errs, field.Forbidden(p, fmt.Sprintf(
 				"tenants connect to the platform only while %s and %s are true", path(keyPlatform).Child("enabled"), path(keyVCluster).Child("enabled"))))
+		case !c.GPUAccessOf(c.tenant(tenant)).SyncsClaims():
+			errs = append(errs, field.Forbidden(p, fmt.Sprintf("tenant %s gets GPUs as extended resources only (gpuAccess %s): "+
+				"its vCluster runs the open-source syncer, which connects to no platform", tenant, vcluster.ExtendedResources)))
 		case c.Secrets.PlatformAccessKeys[tenant] == "":
 			errs = append(errs, field.Required(p, "the tenant's access key"))
 		}
 	}
 	return errs
+}
+
+// validateGPUAccess checks each tenant's gpuAccess, and that a cloud cluster's Kubernetes version serves extended
+// resources to every tenant that asks for its classes by name: an older API server drops a DeviceClass's
+// extendedResourceName without a word, and the tenant's pods would wait for a resource no node has. An existing
+// cluster's version is not in the config.
+func validateGPUAccess(c *PlatformArgs, path func(string) *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	versionKey, version := c.kubernetesVersion(path)
+	for i, t := range c.Tenants {
+		tp := path(keyTenants).Index(i).Child("gpuAccess")
+		if e := t.GPUAccess.Validate(tp); len(e) > 0 {
+			errs = append(errs, e...)
+			continue
+		}
+		mode := c.GPUAccessOf(t)
+		if versionKey == nil || !mode.NamesClasses() {
+			continue
+		}
+		if minor, ok := cluster.MinorOf(version); ok && minor < cluster.ExtendedResourcesMinor {
+			errs = append(errs, field.Invalid(c.gpuAccessKey(i), string(mode), fmt.Sprintf(
+				"tenant %s asks for GPUs as extended resources, which need Kubernetes 1.%d or later (DRAExtendedResource, on by "+
+					"default from 1.%d); %s is %s: raise it, or set %s to %s", t.Name, cluster.ExtendedResourcesMinor,
+				cluster.ExtendedResourcesMinor, versionKey, version, path(keyTenants).Index(i).Child("gpuAccess"), vcluster.ClaimSync)))
+		}
+	}
+	return errs
+}
+
+// gpuAccessKey is the key that sets tenant i's gpuAccess: its own, or vcluster.gpuAccess when it sets none.
+func (c *PlatformArgs) gpuAccessKey(i int) *field.Path {
+	if c.Tenants[i].GPUAccess == "" {
+		return c.Keys.Path(keyVCluster).Child("gpuAccess")
+	}
+	return c.Keys.Path(keyTenants).Index(i).Child("gpuAccess")
+}
+
+// firstNamingTenant is the index of the first tenant that asks for GPUs by name; -1 when none does.
+func (c *PlatformArgs) firstNamingTenant() int {
+	for i, t := range c.Tenants {
+		if c.GPUAccessOf(t).NamesClasses() {
+			return i
+		}
+	}
+	return -1
+}
+
+// kubernetesVersion is a cloud cluster's Kubernetes version (after defaults) and its key; nil for an existing cluster.
+func (c *PlatformArgs) kubernetesVersion(path func(string) *field.Path) (*field.Path, string) {
+	switch c.Cloud {
+	case cluster.GKE:
+		return path(keyGKE).Child("kubernetesVersion"), c.GKE.KubernetesVersion
+	case cluster.Scaleway:
+		return path(keyScaleway).Child("kubernetesVersion"), c.Scaleway.KubernetesVersion
+	}
+	return nil, ""
 }
 
 // validateKubeconfigSource checks that an existing cluster's kubeconfig is given exactly once: a file, or a secret.

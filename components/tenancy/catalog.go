@@ -26,6 +26,10 @@ type CatalogArgs struct {
 	Grants map[string][]string
 	// Admission configures the cluster-wide guards.
 	Admission AdmissionArgs
+	// ExtendedResourceClasses are the classes whose DeviceClass carries the class's extended-resource name
+	// (GPUClass.ResourceName): those granted to a tenant that asks for GPUs by name, on a cluster whose version
+	// serves the field. The caller decides both.
+	ExtendedResourceClasses []string
 }
 
 // AdmissionArgs configure the cluster-wide admission guards; a stack's `admission` block decodes into them.
@@ -108,6 +112,7 @@ func (a *CatalogArgs) Validate(path *field.Path) field.ErrorList {
 		errs = append(errs, ValidateTenantName(tp, tenant)...)
 		errs = append(errs, ValidateGrant(tp, a.Grants[tenant], a.Classes)...)
 	}
+	errs = append(errs, ValidateGrant(path.Child("extendedResourceClasses"), a.ExtendedResourceClasses, a.Classes)...)
 	errs = append(errs, a.Admission.Validate(path.Child("admission"), slices.Collect(maps.Keys(a.Grants)))...)
 	if len(a.Admission.ClaimStatusWriters) == 0 {
 		errs = append(errs, field.Required(path.Child("admission", "claimStatusWriters"),
@@ -291,21 +296,35 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 	}
 
 	names := make([]string, 0, len(args.Classes))
+	named := map[string]string{}
 	for _, class := range args.Classes {
-		dc, err := newDeviceClass(ctx, name, class, tenantsOf(args.Grants, class.Name), c)
-		if err != nil {
-			return nil, err
-		}
-		c.DeviceClasses[class.Name] = dc
 		names = append(names, class.Name)
+		if slices.Contains(args.ExtendedResourceClasses, class.Name) {
+			named[class.ResourceName()] = class.Name
+		}
 	}
-
-	for _, g := range guards(names, admission) {
+	var classGuard pulumi.Resource
+	for _, g := range guards(names, named, admission) {
 		binding, err := newPolicy(ctx, name+"-"+g.suffix, g.policy, selectorArgs(g.NamespaceSelector), c)
 		if err != nil {
 			return nil, err
 		}
 		c.Guards = append(c.Guards, binding)
+		if g.Name == ExtendedResourceClassPolicy {
+			classGuard = binding
+		}
+	}
+	for _, class := range args.Classes {
+		resourceName := ""
+		if slices.Contains(args.ExtendedResourceClasses, class.Name) {
+			resourceName = class.ResourceName()
+		}
+		// After the guard that checks the classes' names, so a renamed class meets the guard that knows its name.
+		dc, err := newDeviceClass(ctx, name, class, resourceName, tenantsOf(args.Grants, class.Name), c, pulumi.DependsOn([]pulumi.Resource{classGuard}))
+		if err != nil {
+			return nil, err
+		}
+		c.DeviceClasses[class.Name] = dc
 	}
 
 	if err := newControllersFlowSchema(ctx, name, admission.ControllerNamespaces, c); err != nil {
@@ -332,8 +351,9 @@ type Guard struct {
 	policy admissionPolicy
 }
 
-// guards are the catalog's guards for its class names and admission settings (after defaults).
-func guards(classes []string, admission AdmissionArgs) []Guard {
+// guards are the catalog's guards for its class names, the extended-resource names its DeviceClasses carry (each to
+// its class) and admission settings (after defaults).
+func guards(classes []string, named map[string]string, admission AdmissionArgs) []Guard {
 	g := func(suffix string, policy admissionPolicy, selector *k8smeta.LabelSelector) Guard {
 		return Guard{Name: policy.name, NamespaceSelector: selector, suffix: suffix, policy: policy}
 	}
@@ -355,7 +375,9 @@ func guards(classes []string, admission AdmissionArgs) []Guard {
 		g("claim-status", claimStatusPolicy(admission.ClaimStatusWriters), nil),
 		g("runtime-env", runtimeEnvPolicy, tenantNamespaces),
 		g("runtime-env-keys", runtimeEnvKeysPolicy, tenantNamespaces),
-		g("extended-resources", extendedResourcePolicy, tenantNamespaces),
+		g("extended-resources", extendedResourcePolicy(named), tenantNamespaces),
+		g("extended-resource-claims", extendedResourceClaimPolicy(admission.ClaimStatusWriters), tenantNamespaces),
+		g("extended-resource-classes", extendedResourceClassPolicy(named), nil),
 		g("node-device-paths", nodeDevicePolicy(admission.RuntimeClasses), tenantNamespaces),
 		g("pod-placement", podPlacementPolicy(admission.tolerableTaints(), admission.PriorityClasses, admission.Schedulers,
 			*admission.MaxTenantPriority), tenantNamespaces),
@@ -376,7 +398,7 @@ func guards(classes []string, admission AdmissionArgs) []Guard {
 
 // Guards are the catalog's guards for the admission settings, as a check of the cluster compares them: names and the
 // namespaces each binding selects.
-func Guards(admission AdmissionArgs) []Guard { return guards(nil, admission.WithDefaults()) }
+func Guards(admission AdmissionArgs) []Guard { return guards(nil, nil, admission.WithDefaults()) }
 
 // selectorArgs is a label selector as the kubernetes SDK's args; nil stays nil.
 func selectorArgs(s *k8smeta.LabelSelector) *metav1.LabelSelectorArgs {
@@ -413,7 +435,7 @@ func CatalogObjects(classes []GPUClass) []naming.ObjectRef {
 	for _, c := range classes {
 		refs = append(refs, naming.ObjectRef{Kind: naming.KindDeviceClass, Name: c.Name})
 	}
-	for _, g := range guards(nil, AdmissionArgs{}.WithDefaults()) {
+	for _, g := range guards(nil, nil, AdmissionArgs{}.WithDefaults()) {
 		refs = append(refs, naming.ObjectRef{Kind: naming.KindPolicy, Name: g.Name}, naming.ObjectRef{Kind: naming.KindPolicyBinding, Name: g.Name})
 	}
 	return append(refs, naming.ObjectRef{Kind: naming.KindFlowSchema, Name: ControllersFlowSchema},
@@ -439,8 +461,9 @@ func ExternalCatalog(admission AdmissionArgs) *Catalog {
 }
 
 // newDeviceClass creates a class's DeviceClass, labelled for each granted tenant so its vCluster syncs it, or as
-// platform-only.
-func newDeviceClass(ctx *pulumi.Context, name string, class GPUClass, tenants []string, parent pulumi.Resource) (*resourcev1.DeviceClass, error) {
+// platform-only, with its extended-resource name when resourceName is set.
+func newDeviceClass(ctx *pulumi.Context, name string, class GPUClass, resourceName string, tenants []string, parent pulumi.Resource,
+	opts ...pulumi.ResourceOption) (*resourcev1.DeviceClass, error) {
 	grants := map[string]string{}
 	for _, t := range tenants {
 		grants[naming.ClassTenantLabel(t)] = "true"
@@ -448,14 +471,18 @@ func newDeviceClass(ctx *pulumi.Context, name string, class GPUClass, tenants []
 	if class.PlatformOnly {
 		grants[naming.PlatformOnlyLabel] = "true"
 	}
+	spec := &resourcev1.DeviceClassSpecArgs{
+		Selectors: resourcev1.DeviceSelectorArray{
+			resourcev1.DeviceSelectorArgs{Cel: &resourcev1.CELDeviceSelectorArgs{Expression: pulumi.String(class.CEL())}},
+		},
+	}
+	if resourceName != "" {
+		spec.ExtendedResourceName = pulumi.String(resourceName)
+	}
 	dc, err := resourcev1.NewDeviceClass(ctx, name+"-"+class.Name, &resourcev1.DeviceClassArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(class.Name), Labels: managedLabels(grants)},
-		Spec: &resourcev1.DeviceClassSpecArgs{
-			Selectors: resourcev1.DeviceSelectorArray{
-				resourcev1.DeviceSelectorArgs{Cel: &resourcev1.CELDeviceSelectorArgs{Expression: pulumi.String(class.CEL())}},
-			},
-		},
-	}, pulumi.Parent(parent))
+		Spec:     spec,
+	}, append([]pulumi.ResourceOption{pulumi.Parent(parent)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("creating DeviceClass %q: %w", class.Name, err)
 	}

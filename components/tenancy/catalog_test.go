@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"encoding/json"
+	"k8s.io/utils/ptr"
 	"maps"
 	"slices"
 	"strings"
@@ -68,6 +69,19 @@ func tryPlatform(classes []GPUClass, tenants ...TenantArgs) (*mocktest.Recorder,
 }
 
 func tryPlatformWith(admission AdmissionArgs, classes []GPUClass, tenants ...TenantArgs) (*mocktest.Recorder, error) {
+	return tryPlatformNamed(admission, nil, classes, tenants...)
+}
+
+// runPlatformNamed is runPlatform with the classes named whose DeviceClasses carry their extended-resource names, and
+// each tenant's quota capping the names of its granted ones, as the Platform hands them down.
+func runPlatformNamed(t *testing.T, named []string, classes []GPUClass, tenants ...TenantArgs) *mocktest.Recorder {
+	t.Helper()
+	rec, err := tryPlatformNamed(testAdmission, named, classes, tenants...)
+	require.NoError(t, err)
+	return rec
+}
+
+func tryPlatformNamed(admission AdmissionArgs, named []string, classes []GPUClass, tenants ...TenantArgs) (*mocktest.Recorder, error) {
 	rec := &mocktest.Recorder{}
 	grants := map[string][]string{}
 	for _, t := range tenants {
@@ -79,12 +93,21 @@ func tryPlatformWith(admission AdmissionArgs, classes []GPUClass, tenants ...Ten
 		classes[i].PlatformOnly = len(tenantsOf(grants, c.Name)) == 0
 	}
 	err := mocktest.Run("test", func(ctx *pulumi.Context) error {
-		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: classes, Grants: grants, Admission: admission})
+		catalog, err := NewCatalog(ctx, "gpus", &CatalogArgs{Classes: classes, Grants: grants, Admission: admission,
+			ExtendedResourceClasses: named})
 		if err != nil {
 			return err
 		}
 		for _, args := range tenants {
 			args.Catalog = catalog
+			for _, c := range classes {
+				if slices.Contains(named, c.Name) && slices.Contains(args.Classes, c.Name) {
+					if args.ExtendedResourceNames == nil {
+						args.ExtendedResourceNames = map[string]string{}
+					}
+					args.ExtendedResourceNames[c.Name] = c.ResourceName()
+				}
+			}
 			if _, err := NewTenant(ctx, args.Name, &args); err != nil {
 				return err
 			}
@@ -153,6 +176,23 @@ func TestCatalogDeviceClasses(t *testing.T) {
 	}
 }
 
+func TestCatalogNamesOnlyTheClassesAskedForByName(t *testing.T) {
+	classes := slices.Clone(testClasses)
+	classes[2].ExtendedResourceName = "gpus.example.com/l4"
+	rec := runPlatformNamed(t, []string{"a100", "l4"}, classes, teamA(), teamB())
+	for class, want := range map[string]string{"a100": "gpu-tenancy.io/a100", "a100-1g.5gb": "", "l4": "gpus.example.com/l4"} {
+		t.Run(class, func(t *testing.T) {
+			reg := get(t, rec, deviceClassType, "gpus-"+class)
+			dc := decode[resourceapi.DeviceClass](t, reg)
+			assert.Equal(t, want, ptr.Deref(dc.Spec.ExtendedResourceName, ""))
+			assert.Contains(t, reg.Dependencies, "urn:pulumi:test::gpu-tenancy::gpu-tenancy:tenancy:Catalog$kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding::gpus-extended-resource-classes",
+				"created once the guard that checks class names knows its name")
+		})
+	}
+	_, err := tryPlatformNamed(testAdmission, []string{"h100"}, testClasses, teamA())
+	assert.ErrorContains(t, err, `catalog.extendedResourceClasses[0]: Unsupported value: "h100"`)
+}
+
 func TestCatalogGuards(t *testing.T) {
 	rec := runPlatform(t, testClasses, teamA(), teamB())
 	tests := []struct {
@@ -167,6 +207,8 @@ func TestCatalogGuards(t *testing.T) {
 		{"gpus-runtime-env", RuntimeEnvPolicy, []string{"pods", "pods/ephemeralcontainers"}, naming.TenantNamespaceLabel},
 		{"gpus-runtime-env-keys", RuntimeEnvKeysPolicy, []string{"configmaps", "secrets"}, naming.TenantNamespaceLabel},
 		{"gpus-extended-resources", ExtendedResourcePolicy, []string{"pods"}, naming.TenantNamespaceLabel},
+		{"gpus-extended-resource-claims", ExtendedResourceClaimPolicy, []string{"resourceclaims"}, naming.TenantNamespaceLabel},
+		{"gpus-extended-resource-classes", ExtendedResourceClassPolicy, []string{"deviceclasses"}, ""},
 		{"gpus-node-device-paths", NodeDevicePolicy, []string{"pods", "pods/ephemeralcontainers", "pods/status"}, naming.TenantNamespaceLabel},
 		{"gpus-pod-placement", PodPlacementPolicy, []string{"pods"}, naming.TenantNamespaceLabel},
 		{"gpus-pod-phase", PodPhasePolicy, []string{"pods/status"}, naming.TenantNamespaceLabel},

@@ -142,6 +142,54 @@ func claimStatusPolicy(writers []string) admissionPolicy {
 	}
 }
 
+// ExtendedResourceClaimAnnotation marks the claim the scheduler makes for a pod that asks for a class by its
+// extended-resource name (kubernetes v1.36.3 pkg/scheduler/framework/plugins/dynamicresources/extendeddynamicresources.go;
+// k8s.io/api v0.36.3 resource/v1 ExtendedResourceClaimAnnotation).
+const ExtendedResourceClaimAnnotation = "resource.kubernetes.io/extended-resource-claim"
+
+// extendedResourceClaimPolicy: the quota charges such a claim only what its pod does not already pay
+// (kubernetes v1.36.3 pkg/quota/v1/evaluator/core/resource_claims.go getVerifiedPodUsage), so a claim a tenant marked
+// itself could be charged less than its devices. Only the claim-status writers, the scheduler first among them, may
+// add, change or remove the mark; they already allocate every claim.
+func extendedResourceClaimPolicy(writers []string) admissionPolicy {
+	return admissionPolicy{
+		name:  ExtendedResourceClaimPolicy,
+		rules: []admissionRule{{group: "resource.k8s.io", resources: []string{"resourceclaims"}, operations: createUpdate}},
+		matchConditions: []celNamed{{"mark-set-or-changed", `request.operation == 'CREATE'
+	? object.metadata.?annotations[?$ANNOTATION].hasValue()
+	: object.metadata.?annotations[?$ANNOTATION] != oldObject.metadata.?annotations[?$ANNOTATION]`}},
+		validations: []celValidation{{
+			expression: `request.userInfo.username in $WRITERS`,
+			message: `'ResourceClaim ' + object.metadata.name + ': only ' + $WRITERS.join(', ') + ' may set or change ' + $ANNOTATION +
+	', which marks a claim the scheduler made for a pod\'s extended resources; ' + request.userInfo.username + ' may not'`,
+		}},
+		literals: map[string]string{"ANNOTATION": celString(ExtendedResourceClaimAnnotation), "WRITERS": celList(writers)},
+	}
+}
+
+// extendedResourceClassPolicy keeps the extended-resource names DeviceClasses map to the catalog's (named: each name
+// to its class) and the NVIDIA driver's nvidia.com/ ones, whoever writes the class. The scheduler maps a name to a
+// class cluster-wide, the newer class winning (k8s.io/dynamic-resource-allocation v0.36.3
+// deviceclass/extendedresourcecache/extendedresourcecache.go), so a class outside the catalog that took a tenant's name
+// would change what the tenant's pods get, and one with a name of its own would open a path to its devices that no
+// grant covers; the pod guard refuses nvidia.com/ names in tenant namespaces.
+func extendedResourceClassPolicy(named map[string]string) admissionPolicy {
+	return admissionPolicy{
+		name:            ExtendedResourceClassPolicy,
+		rules:           []admissionRule{{group: "resource.k8s.io", resources: []string{"deviceclasses"}, operations: createUpdate}},
+		matchConditions: []celNamed{{"maps-a-name", `object.spec.?extendedResourceName.orValue('') != ''`}},
+		variables:       []celNamed{{"name", `object.spec.extendedResourceName`}},
+		validations: []celValidation{{
+			expression: `variables.name in $NAMED ? $NAMED[variables.name] == object.metadata.name : variables.name.startsWith($DRIVER_PREFIX)`,
+			message: `variables.name in $NAMED
+	? 'DeviceClass ' + object.metadata.name + ' may not map ' + variables.name + ', the extended-resource name of the catalog\'s class ' + $NAMED[variables.name]
+	: 'DeviceClass ' + object.metadata.name + ' may not map ' + variables.name + ': tenants ask for GPUs by the names of the catalog\'s classes (' +
+		($NAMED.size() == 0 ? 'none' : $NAMED.map(k, k).join(', ')) + ') and of the NVIDIA driver\'s (' + $DRIVER_PREFIX + '*) only'`,
+		}},
+		literals: map[string]string{"NAMED": celMap(named), "DRIVER_PREFIX": celString("nvidia.com/")},
+	}
+}
+
 // DeleteProtectionFinalizer is what the scheduler adds to a claim when it allocates it and the resource-claim
 // controller removes once the claim is deallocated (k8s.io/api v0.34.4 resource/v1/types.go Finalizer).
 const DeleteProtectionFinalizer = "resource.kubernetes.io/delete-protection"

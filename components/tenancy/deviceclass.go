@@ -10,6 +10,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/environment"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
@@ -40,6 +41,10 @@ type GPUClass struct {
 	Product string `json:"product"`
 	// ExtraCEL is an optional further selector over `device`, ANDed with the generated one.
 	ExtraCEL string `json:"extraCEL"`
+	// ExtendedResourceName is the name a tenant's pod asks for the class by, as a count in a container's resources
+	// (KEP-5004), when a tenant granted the class gets GPUs as extended resources (gpuAccess); default
+	// DefaultExtendedResourceName. Names are cluster-wide: the scheduler maps one name to one class.
+	ExtendedResourceName string `json:"extendedResourceName"`
 	// PlatformOnly marks a class granted to no tenant, for the platform's own namespaces; every other class must be
 	// granted to at least one tenant, so no DeviceClass of the catalog is left without an owner.
 	PlatformOnly bool `json:"platformOnly"`
@@ -101,6 +106,9 @@ func (c GPUClass) Validate(path *field.Path) field.ErrorList {
 	default:
 		errs = append(errs, fieldcheck.OneOf(path.Child("device"), string(c.Device), DeviceKinds))
 	}
+	if c.ExtendedResourceName != "" {
+		errs = append(errs, validateExtendedResourceName(path.Child("extendedResourceName"), c.ExtendedResourceName)...)
+	}
 	if len(errs) > 0 {
 		return errs
 	}
@@ -117,15 +125,62 @@ func (c GPUClass) Validate(path *field.Path) field.ErrorList {
 	return errs
 }
 
-// ValidateClasses checks each class and that no name is used twice.
+// ValidateClasses checks each class and that no class name or extended-resource name is used twice.
 func ValidateClasses(path *field.Path, classes []GPUClass) field.ErrorList {
 	var errs field.ErrorList
 	names := make([]string, len(classes))
+	resourceNames := map[string]string{}
 	for i, c := range classes {
 		errs = append(errs, c.Validate(path.Index(i))...)
 		names[i] = c.Name
+		name := c.ResourceName()
+		if other, ok := resourceNames[name]; ok && other != c.Name {
+			errs = append(errs, field.Invalid(path.Index(i).Child("extendedResourceName"), name, fmt.Sprintf(
+				"is class %s's already: the scheduler gives one name to one class, cluster-wide (the newer class wins)", other)))
+		}
+		resourceNames[name] = c.Name
 	}
 	return append(errs, fieldcheck.UniqueNames(path, names)...)
+}
+
+// ExtendedResourceDomain is the domain of the classes' default extended-resource names.
+const ExtendedResourceDomain = "gpu-tenancy.io"
+
+// DefaultExtendedResourceName is a class's extended-resource name unless it sets one: gpu-tenancy.io/<class>, a
+// valid name for every valid class name (both are at most 63 characters of the same alphabet).
+func DefaultExtendedResourceName(class string) string { return ExtendedResourceDomain + "/" + class }
+
+// ResourceName is the class's extended-resource name: its own, or the default.
+func (c GPUClass) ResourceName() string {
+	if c.ExtendedResourceName != "" {
+		return c.ExtendedResourceName
+	}
+	return DefaultExtendedResourceName(c.Name)
+}
+
+// validateExtendedResourceName checks a name a class maps: what the API server takes as an extended resource (a
+// domain-prefixed name outside kubernetes.io whose quota key is a qualified name: kubernetes v1.36.3
+// pkg/apis/core/helper/helpers.go IsExtendedResourceName, which DeviceClass validation calls), and none of the names
+// that reach GPUs outside a granted class.
+func validateExtendedResourceName(path *field.Path, name string) field.ErrorList {
+	domain, _, prefixed := strings.Cut(name, "/")
+	switch {
+	case !prefixed || domain == "":
+		return field.ErrorList{field.Invalid(path, name, "must be a domain-prefixed name such as "+DefaultExtendedResourceName("a100"))}
+	case strings.HasPrefix(name, "nvidia.com/"):
+		return field.ErrorList{field.Invalid(path, name, "nvidia.com/ names are the NVIDIA device plugin's and driver class's, "+
+			"which reach GPUs outside the grants; choose a name of your own domain")}
+	case domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io"):
+		return field.ErrorList{field.Invalid(path, name, "names under kubernetes.io are Kubernetes' own (deviceclass.resource.kubernetes.io/<class> "+
+			"is every class's implicit name, which the quota does not charge at admission); choose a name of your own domain")}
+	case strings.HasPrefix(name, naming.RequestsQuotaPrefix):
+		return field.ErrorList{field.Invalid(path, name, "may not start with "+naming.RequestsQuotaPrefix+", the quota's prefix")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsQualifiedName(naming.RequestsQuotaKey(name)) {
+		errs = append(errs, field.Invalid(path, name, "its quota key "+naming.RequestsQuotaKey(name)+": "+msg))
+	}
+	return errs
 }
 
 // SelectsFrom reports whether a pool offers devices the class selects. A partitioned pool offers only its MIG

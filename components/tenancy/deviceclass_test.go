@@ -181,6 +181,49 @@ func TestValidateClassesRefusesRepeatedNames(t *testing.T) {
 	assert.Equal(t, field.ErrorTypeDuplicate, errs[0].Type)
 }
 
+func TestExtendedResourceNames(t *testing.T) {
+	whole := func(name, resource string) GPUClass {
+		return GPUClass{Name: name, Device: WholeGPU, ExtendedResourceName: resource}
+	}
+	tests := []struct {
+		name    string
+		classes []GPUClass
+		// wantField and wantDetail name the one error expected; empty when the classes are valid.
+		wantField, wantDetail string
+	}{
+		{"the default name", []GPUClass{whole("a100", "")}, "", ""},
+		{"a name of the operator's domain", []GPUClass{whole("a100", "gpus.example.com/a100-40gb")}, "", ""},
+		{"a name without a domain", []GPUClass{whole("a100", "a100")}, "classes[0].extendedResourceName", "domain-prefixed"},
+		{"the device plugin's name", []GPUClass{whole("a100", "nvidia.com/gpu")}, "classes[0].extendedResourceName", "nvidia.com/"},
+		{"a MIG name of the device plugin", []GPUClass{whole("a100", "nvidia.com/mig-1g.5gb")}, "classes[0].extendedResourceName", "device plugin"},
+		{"the implicit per-class name", []GPUClass{whole("a100", "deviceclass.resource.kubernetes.io/a100")},
+			"classes[0].extendedResourceName", "implicit name"},
+		{"a name under kubernetes.io", []GPUClass{whole("a100", "kubernetes.io/gpu")}, "classes[0].extendedResourceName", "kubernetes.io"},
+		{"the quota's prefix", []GPUClass{whole("a100", "requests.example.com/gpu")}, "classes[0].extendedResourceName", "quota's prefix"},
+		{"a name whose quota key is not a qualified name", []GPUClass{whole("a100", "example.com/-gpu")},
+			"classes[0].extendedResourceName", "quota key requests.example.com/-gpu"},
+		{"a name too long for its quota key", []GPUClass{whole("a100", "example.com/"+strings.Repeat("g", 64))},
+			"classes[0].extendedResourceName", "must be no more than 63"},
+		{"a name another class maps", []GPUClass{whole("a100", "example.com/gpu"), whole("h100", "example.com/gpu")},
+			"classes[1].extendedResourceName", "is class a100's already"},
+		{"a name that is another class's default", []GPUClass{whole("a100", ""), whole("h100", "gpu-tenancy.io/a100")},
+			"classes[1].extendedResourceName", "is class a100's already"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := ValidateClasses(field.NewPath("classes"), tt.classes)
+			if tt.wantField == "" {
+				assert.Empty(t, errs)
+				return
+			}
+			require.Len(t, errs, 1, "%v", errs)
+			assert.Equal(t, tt.wantField, errs[0].Field)
+			assert.Contains(t, errs[0].Error(), tt.wantDetail)
+		})
+	}
+	assert.Equal(t, "gpu-tenancy.io/a100-1g.5gb", GPUClass{Name: "a100-1g.5gb"}.ResourceName(), "the default: the class's name in the product's domain")
+}
+
 func TestGPUClassSelectsFromPool(t *testing.T) {
 	whole := cluster.GPUPool{Model: cluster.A100x40GB}
 	mig := cluster.GPUPool{Model: cluster.A100x40GB, MIGProfile: "1g.5gb"}

@@ -113,26 +113,49 @@ var runtimeEnvKeysPolicy = admissionPolicy{
 	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "RUNTIME_ENV": celList(RuntimeEnvVars)},
 }
 
-// extendedResourcePolicy refuses GPU extended resources in container requests and limits; limits count too because
-// an extended resource's request defaults to its limit.
-var extendedResourcePolicy = admissionPolicy{
-	name:  ExtendedResourcePolicy,
-	rules: []admissionRule{{group: "", resources: []string{"pods"}, operations: createUpdate}},
-	// Containers' resources change only through pods/resize, which this rule does not match.
-	matchConditions: []celNamed{{"created-or-spec-changed", celCreatedOrSpecChanged}},
-	variables: []celNamed{
-		{"tenant", celTenant},
-		{"offending", `(object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([]))
+// extendedResourcePolicy refuses GPU extended resources in container requests and limits, but the names of the
+// classes granted to the tenant; limits count too because an extended resource's request defaults to its limit.
+// named maps each extended-resource name a catalog DeviceClass carries to its class (KEP-5004): the scheduler gives a
+// pod asking for one a device of that class and makes its claim itself, so the name is checked against the
+// namespace's grant labels here, whoever writes the pod. Every other name that reaches a GPU is refused outright:
+// nvidia.com/ (the device plugin's, and the driver class's nvidia.com/gpu) and the implicit
+// deviceclass.resource.kubernetes.io/<class>, which the quota charges only when the scheduler creates the claim
+// (kubernetes v1.36.3 pkg/quota/v1/evaluator/core/pods.go charges the explicit name at admission), so an over-quota
+// pod would wait in the scheduler instead of being refused. A DeviceClass outside the catalog that maps any other
+// name is the business of the class guard (extendedResourceClassPolicy). Pod-level resources take no extended
+// resources (kubernetes v1.36.3 pkg/apis/core/validation/validation.go validatePodResourceName).
+func extendedResourcePolicy(named map[string]string) admissionPolicy {
+	return admissionPolicy{
+		name:  ExtendedResourcePolicy,
+		rules: []admissionRule{{group: "", resources: []string{"pods"}, operations: createUpdate}},
+		// Containers' resources change only through pods/resize, which takes cpu and memory only.
+		matchConditions: []celNamed{{"created-or-spec-changed", celCreatedOrSpecChanged}},
+		variables: []celNamed{
+			{"tenant", celTenant},
+			{"containers", `object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([])`},
+			{"offending", `variables.containers
 	.filter(c, [c.?resources.?requests.orValue({}), c.?resources.?limits.orValue({})]
 		.exists(m, m.exists(k, $PREFIXES.exists(p, k.startsWith(p)))))
 	.map(c, c.name)`},
-	},
-	validations: []celValidation{{
-		expression: `size(variables.offending) == 0`,
-		message: `'tenant ' + variables.tenant + ': containers ' + variables.offending.join(', ') +
-	' request GPUs as extended resources (' + $PREFIXES.join('*, ') + '*); claim a granted DeviceClass through a ResourceClaim instead'`,
-	}},
-	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "PREFIXES": celList(gpuExtendedResourcePrefixes)},
+			{"ungranted", `$NAMED.map(k, k).filter(k,
+	namespaceObject.metadata.?labels[?($GRANT_PREFIX + $NAMED[k])].orValue('') != 'true' &&
+	variables.containers.exists(c, k in c.?resources.?requests.orValue({}) || k in c.?resources.?limits.orValue({})))`},
+		},
+		validations: []celValidation{
+			{
+				expression: `size(variables.offending) == 0`,
+				message: `'tenant ' + variables.tenant + ': containers ' + variables.offending.join(', ') +
+	' request GPUs as extended resources (' + $PREFIXES.join('*, ') + '*); ask for a granted class by its own name, or claim it through a ResourceClaim'`,
+			},
+			{
+				expression: `size(variables.ungranted) == 0`,
+				message: `'tenant ' + variables.tenant + ' is not granted ' + variables.ungranted.map(k, k + ' (DeviceClass ' + $NAMED[k] + ')').join(', ') +
+	'; its classes are the DeviceClasses labelled ' + $CLASS_LABEL_PREFIX + variables.tenant + '=true'`,
+			},
+		},
+		literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "PREFIXES": celList(gpuExtendedResourcePrefixes),
+			"NAMED": celMap(named), "GRANT_PREFIX": celString(naming.ClassGrantLabelPrefix), "CLASS_LABEL_PREFIX": celString(naming.ClassTenantLabelPrefix)},
+	}
 }
 
 // nodeDevicePolicy refuses the ways to a node's GPUs that go around DRA and that a pod spec can name:

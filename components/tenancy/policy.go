@@ -2,7 +2,9 @@ package tenancy
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
@@ -29,10 +31,15 @@ const (
 	RuntimeEnvPolicy = "gpu-tenancy-no-nvidia-runtime-env"
 	// RuntimeEnvKeysPolicy refuses tenant ConfigMaps and Secrets whose keys envFrom would turn into them.
 	RuntimeEnvKeysPolicy = "gpu-tenancy-no-nvidia-runtime-env-keys"
-	// ExtendedResourcePolicy refuses tenant pods that request GPUs as extended resources, a path that bypasses
-	// claims and so the grant check (k8s.io/api v0.34.4 resource/v1/types.go DeviceClassSpec.ExtendedResourceName,
-	// ResourceDeviceClassPrefix).
+	// ExtendedResourcePolicy refuses tenant pods that request GPUs as extended resources, but the names of the
+	// tenant's granted classes: the other names bypass the grant check (k8s.io/api v0.36.3 resource/v1/types.go
+	// DeviceClassSpec.ExtendedResourceName, ResourceDeviceClassPrefix).
 	ExtendedResourcePolicy = "gpu-tenancy-no-gpu-extended-resources"
+	// ExtendedResourceClaimPolicy lets only the scheduler mark a tenant's claim as one it made for a pod's extended
+	// resources, an annotation the quota reads.
+	ExtendedResourceClaimPolicy = "gpu-tenancy-extended-resource-claims"
+	// ExtendedResourceClassPolicy keeps the extended-resource names of DeviceClasses to the catalog's.
+	ExtendedResourceClassPolicy = "gpu-tenancy-extended-resource-classes"
 	// NodeDevicePolicy refuses tenant pods the ways to a node's devices that go around DRA: NVIDIA runtime classes,
 	// CDI and CRI-O device annotations, the toolkit's device-list mounts.
 	NodeDevicePolicy = "gpu-tenancy-no-node-device-paths"
@@ -243,6 +250,15 @@ func newPolicy(ctx *pulumi.Context, resourceName string, p admissionPolicy, sele
 		return nil, fmt.Errorf("creating ValidatingAdmissionPolicyBinding %q: %w", p.name, err)
 	}
 	return binding, nil
+}
+
+// celMap writes a map of strings as a CEL map literal, its keys sorted so that the text is the same on every run.
+func celMap(m map[string]string) string {
+	entries := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		entries = append(entries, celString(k)+": "+celString(m[k]))
+	}
+	return "{" + strings.Join(entries, ", ") + "}"
 }
 
 func celList(items []string) string {

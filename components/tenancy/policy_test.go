@@ -695,6 +695,129 @@ func TestExtendedResourcePolicyOnPods(t *testing.T) {
 	}
 }
 
+// With a100 and l4 asked for by name, each tenant's pods may ask for the names of its own granted classes only,
+// whoever writes the pod; every other name that reaches a GPU stays refused.
+func TestExtendedResourceNamesOfGrantedClassesOnly(t *testing.T) {
+	h := newHarness(t, runPlatformNamed(t, []string{"a100", "l4"}, testClasses, teamA(), teamB()))
+	asking := func(resource string) *corev1.Pod {
+		return pod([]corev1.Container{container("main", nil, map[string]string{resource: "1"})}, nil)
+	}
+	scheduler := "system:kube-scheduler"
+	tests := []struct {
+		name, namespace, user string
+		pod                   *corev1.Pod
+		wantDenied            []string
+	}{
+		{name: "its own class's name admitted", namespace: "vcluster-team-a", pod: asking("gpu-tenancy.io/a100")},
+		{name: "its own class's name in requests and limits admitted", namespace: "vcluster-team-b",
+			pod: pod([]corev1.Container{container("main", map[string]string{"gpu-tenancy.io/l4": "2"}, map[string]string{"gpu-tenancy.io/l4": "2"})}, nil)},
+		{name: "another tenant's class's name denied", namespace: "vcluster-team-a", pod: asking("gpu-tenancy.io/l4"),
+			wantDenied: []string{"tenant team-a is not granted gpu-tenancy.io/l4 (DeviceClass l4)", "tenant.gpu-tenancy.io/team-a=true"}},
+		{name: "another tenant's class's name in an init container denied", namespace: "vcluster-team-b",
+			pod:        pod([]corev1.Container{container("main", nil, nil)}, []corev1.Container{container("warmup", map[string]string{"gpu-tenancy.io/a100": "1"}, nil)}),
+			wantDenied: []string{"tenant team-b is not granted gpu-tenancy.io/a100 (DeviceClass a100)"}},
+		{name: "another tenant's class's name denied whoever writes the pod", namespace: "vcluster-team-a", user: scheduler,
+			pod: asking("gpu-tenancy.io/l4"), wantDenied: []string{"not granted gpu-tenancy.io/l4"}},
+		{name: "the implicit name of its own class denied", namespace: "vcluster-team-a",
+			pod: asking("deviceclass.resource.kubernetes.io/a100"), wantDenied: []string{"containers main request GPUs as extended resources"}},
+		{name: "the device plugin's name denied", namespace: "vcluster-team-a", pod: asking("nvidia.com/gpu"),
+			wantDenied: []string{"containers main request GPUs as extended resources"}},
+		{name: "the name of a class granted but asked for only by claims is no device's name", namespace: "vcluster-team-a",
+			pod: asking("gpu-tenancy.io/a100-1g.5gb")},
+		{name: "a platform namespace may ask for any", namespace: "ml-platform", pod: asking("gpu-tenancy.io/l4")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.pod.Namespace = tt.namespace
+			assertDenied(t, h.do(t, request{namespace: tt.namespace, gvk: podGVK, gvr: podGVR, obj: tt.pod, user: tt.user}), tt.wantDenied)
+		})
+	}
+}
+
+// The quota charges a claim the scheduler made for a pod's extended resources only what its pod does not pay, so no
+// one but the scheduler (and the other claim-status writers) may mark a claim so.
+func TestOnlyTheSchedulerMarksExtendedResourceClaims(t *testing.T) {
+	h := newHarness(t, runPlatformNamed(t, []string{"a100"}, testClasses, teamA()))
+	const ns = "vcluster-team-a"
+	marked := func(value string) *resourceapi.ResourceClaim {
+		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "trainer-extended-resources-x7k2p", Namespace: ns},
+			Spec: claimSpec(exactly("container-0-request-0", "a100"))}
+		if value != "" {
+			c.Annotations = map[string]string{ExtendedResourceClaimAnnotation: value}
+		}
+		return c
+	}
+	claimReq := func(obj, old *resourceapi.ResourceClaim, user string) request {
+		r := request{namespace: ns, gvk: claimGVK, gvr: claimGVR, obj: obj, user: user}
+		if old != nil {
+			r.old = old
+		}
+		return r
+	}
+	const scheduler = "system:kube-scheduler"
+	tests := []struct {
+		name       string
+		req        request
+		wantDenied []string
+	}{
+		{"the scheduler's claim for a pod admitted", claimReq(marked("true"), nil, scheduler), nil},
+		{"a tenant's own claim admitted", claimReq(marked(""), nil, syncer(ns)), nil},
+		{"a claim the tenant marks denied", claimReq(marked("true"), nil, syncer(ns)),
+			[]string{"only system:kube-scheduler", "may set or change resource.kubernetes.io/extended-resource-claim", syncer(ns) + " may not"}},
+		{"a mark the tenant adds later denied", claimReq(marked("true"), marked(""), syncer(ns)), []string{"may set or change"}},
+		{"a mark the tenant removes denied", claimReq(marked(""), marked("true"), syncer(ns)), []string{"may set or change"}},
+		{"a mark the tenant changes denied", claimReq(marked("false"), marked("true"), syncer(ns)), []string{"may set or change"}},
+		{"the tenant's other changes to a marked claim admitted", claimReq(func() *resourceapi.ResourceClaim {
+			c := marked("true")
+			c.Labels = map[string]string{"app": "trainer"}
+			return c
+		}(), marked("true"), syncer(ns)), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { assertDenied(t, h.do(t, tt.req), tt.wantDenied) })
+	}
+}
+
+// The scheduler maps a name to one class cluster-wide, the newer class winning: no DeviceClass may take a catalog
+// class's name, nor open a name of its own, whoever writes it.
+func TestDeviceClassesMapOnlyTheCatalogsNames(t *testing.T) {
+	h := newHarness(t, runPlatformNamed(t, []string{"a100"}, testClasses, teamA()))
+	class := func(name, resource string) *resourceapi.DeviceClass {
+		dc := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if resource != "" {
+			dc.Spec.ExtendedResourceName = ptr.To(resource)
+		}
+		return dc
+	}
+	gvk, gvr := resourceapi.SchemeGroupVersion.WithKind("DeviceClass"), resourceapi.SchemeGroupVersion.WithResource("deviceclasses")
+	const admin = "kubernetes-admin"
+	tests := []struct {
+		name       string
+		obj, old   *resourceapi.DeviceClass
+		wantDenied []string
+	}{
+		{"the catalog's class with its own name admitted", class("a100", "gpu-tenancy.io/a100"), nil, nil},
+		{"a class with no name admitted", class("nics", ""), nil, nil},
+		{"the NVIDIA driver's class admitted", class("gpu.nvidia.com", "nvidia.com/gpu"), nil, nil},
+		{"another class taking the catalog's name denied", class("a100-any", "gpu-tenancy.io/a100"), nil,
+			[]string{"DeviceClass a100-any may not map gpu-tenancy.io/a100, the extended-resource name of the catalog's class a100"}},
+		{"a class with a name of its own denied", class("sneaky", "example.com/gpu"), nil,
+			[]string{"DeviceClass sneaky may not map example.com/gpu", "catalog's classes (gpu-tenancy.io/a100)"}},
+		{"a catalog class given another name denied", class("a100", "example.com/a100"), class("a100", "gpu-tenancy.io/a100"),
+			[]string{"may not map example.com/a100"}},
+		{"the name of a class not asked for by name denied", class("l4", "gpu-tenancy.io/l4"), nil, []string{"may not map gpu-tenancy.io/l4"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := request{gvk: gvk, gvr: gvr, obj: tt.obj, user: admin}
+			if tt.old != nil {
+				r.old = tt.old
+			}
+			assertDenied(t, h.do(t, r), tt.wantDenied)
+		})
+	}
+}
+
 func TestPoliciesCheckUpdatesOnlyWhenTheSpecChanges(t *testing.T) {
 	h := newHarness(t, runPlatform(t, testClasses, teamA(), teamB()))
 	// A claim admitted before team-a lost l4: the resourceclaim controller must still be able to drop its finalizer.

@@ -110,6 +110,10 @@ type TenantArgs struct {
 
 	// LimitRange is the namespace's container defaults.
 	LimitRange LimitRange `json:"limitRange"`
+	// ExtendedResourceNames are the extended-resource names of the granted classes whose DeviceClass carries one
+	// (CatalogArgs.ExtendedResourceClasses), by class; the caller sets them. The quota caps each name as it caps the
+	// class's devices.
+	ExtendedResourceNames map[string]string `json:"-"`
 	// Network holds the cluster-wide network settings every tenant shares.
 	Network NetworkArgs `json:"-"`
 	// Catalog is the GPU catalog; the tenant's namespace waits for its guards.
@@ -359,6 +363,14 @@ func newQuota(ctx *pulumi.Context, name string, cfg *TenantArgs, namespace pulum
 	}
 	for _, class := range cfg.Classes {
 		hard[naming.DeviceQuotaKey(class)] = pulumi.String(fmt.Sprint(cfg.GPUQuota[class]))
+		// The same cap on the class's name: the pod evaluator charges it when a pod asking for the name is created, so
+		// the pod over the quota is refused then, and the claim evaluator charges the class's claims to it, less what
+		// their pod pays (kubernetes v1.36.3 pkg/quota/v1/evaluator/core/pods.go, resource_claims.go
+		// addExtendedResourceQuota). A cap on the device key alone would meet such a pod only when the scheduler
+		// creates its claim, leaving it waiting there.
+		if resourceName, ok := cfg.ExtendedResourceNames[class]; ok {
+			hard[naming.RequestsQuotaKey(resourceName)] = pulumi.String(fmt.Sprint(cfg.GPUQuota[class]))
+		}
 	}
 	quota, err := corev1.NewResourceQuota(ctx, name+"-quota", &corev1.ResourceQuotaArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.TenantQuota), Namespace: namespace, Labels: managedLabels(nil)},

@@ -133,6 +133,16 @@ func TestTenantQuota(t *testing.T) {
 			assert.Equal(t, tt.want, quantities(q.Spec.Hard))
 		})
 	}
+	// With l4 asked for by name, its name is capped as its devices are, for every tenant granted it.
+	named := runPlatformNamed(t, []string{"l4"}, testClasses, teamA(), b)
+	tests[1].want["requests.gpu-tenancy.io/l4"] = "1"
+	for _, tt := range tests {
+		t.Run(tt.tenant.Name+" with l4 asked for by name", func(t *testing.T) {
+			q := child[corev1.ResourceQuota](t, named, quotaType, tt.tenant.Name+"-quota", tenantType)
+			assert.Equal(t, naming.Namespace(tt.tenant.Name), q.Namespace)
+			assert.Equal(t, tt.want, quantities(q.Spec.Hard))
+		})
+	}
 }
 
 func TestTenantLimitRange(t *testing.T) {

@@ -81,6 +81,17 @@ func valueCases() []struct {
 			a.PodSecurity = "restricted"
 			a.Await = true
 		})},
+		{"extended resources only", tenantArgs(func(a *VirtualClusterArgs) {
+			a.GPUAccess = ExtendedResources
+			a.OfferedClasses = []OfferedClass{{Class: "a100", ResourceName: "gpu-tenancy.io/a100", Gives: "a whole NVIDIA A100-SXM4-40GB", Quota: 2}}
+		})},
+		{"extended resources only, local chart and images", tenantArgs(func(a *VirtualClusterArgs) {
+			a.Chart = helmchart.Chart{Path: "/charts/vcluster"}
+			a.GPUAccess = ExtendedResources
+			a.Images = Images{ControlPlane: "registry.example.com/vcluster-pro:0.36.1", OpenSourceControlPlane: "registry.example.com/vcluster-oss:0.36.1"}
+			a.PodSecurity = "restricted"
+		})},
+		{"claims and extended resources", tenantArgs(func(a *VirtualClusterArgs) { a.GPUAccess = BothAccess; a.Platform = platform })},
 	}
 }
 

@@ -10,6 +10,22 @@ type vclusterValues struct {
 	ExportKubeConfig *exportKubeConfigValues `json:"exportKubeConfig,omitempty"`
 	Platform         *platformConnValues     `json:"platform,omitempty"`
 	Policies         *policiesValues         `json:"policies,omitempty"`
+	Experimental     *experimentalValues     `json:"experimental,omitempty"`
+}
+
+// experimentalValues: deploy.vcluster.manifests are objects the syncer applies inside the virtual cluster, never on
+// the host (loft-sh/vcluster v0.36.1 pkg/controllers/deploy/deploy.go); not a Pro feature (config/config.go
+// IsProFeatureEnabled).
+type experimentalValues struct {
+	Deploy experimentalDeployValues `json:"deploy"`
+}
+
+type experimentalDeployValues struct {
+	VCluster deployManifestsValues `json:"vcluster"`
+}
+
+type deployManifestsValues struct {
+	Manifests string `json:"manifests"`
 }
 
 type networkingValues struct {
@@ -41,9 +57,11 @@ type syncValues struct {
 }
 
 type syncToHostValues struct {
-	Pods                   *podSyncValues `json:"pods,omitempty"`
-	ResourceClaims         enableSwitch   `json:"resourceClaims"`
-	ResourceClaimTemplates enableSwitch   `json:"resourceClaimTemplates"`
+	Pods *podSyncValues `json:"pods,omitempty"`
+	// ResourceClaims, ResourceClaimTemplates and fromHost.deviceClasses are the Pro DRA sync (GPUAccess): left out, the
+	// chart's defaults keep them off.
+	ResourceClaims         *enableSwitch `json:"resourceClaims,omitempty"`
+	ResourceClaimTemplates *enableSwitch `json:"resourceClaimTemplates,omitempty"`
 	// PriorityClasses copies the virtual cluster's classes to the host, so that a pod keeps its class (and so its
 	// preemptionPolicy, which vCluster copies either way) on the host; the host guards bound what it writes
 	// (components/tenancy priorityClassPolicy).
@@ -56,8 +74,8 @@ type podSyncValues struct {
 }
 
 type syncFromHostValues struct {
-	DeviceClasses deviceClassSyncValues `json:"deviceClasses"`
-	Nodes         *nodeSyncValues       `json:"nodes,omitempty"`
+	DeviceClasses *deviceClassSyncValues `json:"deviceClasses,omitempty"`
+	Nodes         *nodeSyncValues        `json:"nodes,omitempty"`
 }
 
 type nodeSyncValues struct {

@@ -106,18 +106,32 @@ func TestVClusterAcceptsTheValuesAndKeepsEveryWideningSwitchOff(t *testing.T) {
 					assert.Empty(t, got, "%s adds rules or host objects", path)
 				}
 			}
+			claims := tc.args.GPUAccess.SyncsClaims()
 			for _, path := range []string{"sync.toHost.resourceClaims.enabled", "sync.toHost.resourceClaimTemplates.enabled",
 				"sync.fromHost.deviceClasses.enabled"} {
 				got, _ := lookup(cfg, path)
-				assert.Equal(t, true, got, "%s: the tenant's GPUs reach it only through DRA sync", path)
+				assert.Equal(t, claims, got == true, "%s: DRA sync is on exactly when the tenant's claims are synced (gpuAccess %q)",
+					path, tc.args.GPUAccess)
 			}
 			// Widening, and bounded on the host by the priority-class guard (docs/threat-model.md): a non-preempting
 			// pod keeps its class on the host only through it.
 			got, _ := lookup(cfg, "sync.toHost.priorityClasses.enabled")
 			assert.Equal(t, true, got, "sync.toHost.priorityClasses.enabled")
-			assert.Equal(t, true, cfg["proFeature"], "DRA sync is vCluster Pro: a platform connection is needed")
-			selector, _ := lookup(cfg, "sync.fromHost.deviceClasses.selector.matchLabels")
-			assert.Equal(t, map[string]any{tc.args.ClassSelectorLabel: "true"}, selector, "only the tenant's own classes")
+			assert.Equal(t, claims, cfg["proFeature"], "DRA sync is vCluster Pro, and nothing else the values set is")
+			if claims {
+				selector, _ := lookup(cfg, "sync.fromHost.deviceClasses.selector.matchLabels")
+				assert.Equal(t, map[string]any{tc.args.ClassSelectorLabel: "true"}, selector, "only the tenant's own classes")
+				return
+			}
+			_, platform := lookup(cfg, "platform.apiKey.secretName")
+			assert.False(t, platform, "no platform connection without claim sync")
+			repo, _ := lookup(cfg, "controlPlane.statefulSet.image.repository")
+			assert.Contains(t, repo, "vcluster-oss", "the open-source syncer")
+			if len(tc.args.OfferedClasses) > 0 {
+				manifests, _ := lookup(cfg, "experimental.deploy.vcluster.manifests")
+				assert.Contains(t, manifests, "name: "+OfferedConfigMap, "the tenant's view of its classes, deployed inside")
+				assert.Contains(t, manifests, "name: gpu-tenancy.io/a100")
+			}
 		})
 	}
 }

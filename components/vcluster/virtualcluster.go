@@ -32,6 +32,10 @@ const (
 	VClusterVersion   = "0.36.1"
 )
 
+// OpenSourceImage is vCluster's open-source build, which the chart runs in place of its default Pro image for a tenant
+// that needs no Pro feature (https://www.vcluster.com/docs/vcluster/introduction/oss-vs-free).
+const OpenSourceImage = "ghcr.io/loft-sh/vcluster-oss"
+
 // DefaultVirtualClusterChart is the vCluster chart installed when VirtualClusterArgs.Chart is left empty.
 var DefaultVirtualClusterChart = helmchart.Chart{Repo: ChartRepo, Name: VClusterChartName, Version: VClusterVersion}
 
@@ -78,15 +82,22 @@ type Settings struct {
 	// air-gapped one) or, on the local stack, runs the images built there (scripts/local-nodes.sh); empty keeps the
 	// chart's.
 	Images Images `json:"images"`
+	// GPUAccess is how tenants' GPUs reach them unless a tenant says otherwise (tenants[].gpuAccess): ClaimSync when
+	// unset.
+	GPUAccess GPUAccess `json:"gpuAccess"`
 }
 
 // Images are full image references, each with a tag and best with a digest too (registry/repository:tag@sha256:...):
 // the chart writes repository:tag (loft-sh/vcluster v0.36.1 chart/templates/_helper.tpl "vcluster.image"), so a
 // reference without a tag cannot be written.
 type Images struct {
-	// ControlPlane is the syncer's image (chart: controlPlane.statefulSet.image): the open-source build
-	// (ghcr.io/loft-sh/vcluster-oss) or the Pro one (ghcr.io/loft-sh/vcluster-pro, the chart's default).
+	// ControlPlane is the syncer's image (chart: controlPlane.statefulSet.image) of the tenants whose vCluster syncs
+	// claims (GPUAccess ClaimSync or BothAccess): the Pro build (ghcr.io/loft-sh/vcluster-pro, the chart's default),
+	// which the DRA sync needs, or the open-source one where nothing is synced through it.
 	ControlPlane string `json:"controlPlane"`
+	// OpenSourceControlPlane is the syncer's image of the tenants that get GPUs as extended resources only
+	// (GPUAccess ExtendedResources); default OpenSourceImage at the chart's version.
+	OpenSourceControlPlane string `json:"openSourceControlPlane"`
 	// Kubernetes holds the virtual control plane's binaries, which an init container copies
 	// (controlPlane.distro.k8s.image; the chart's is ghcr.io/loft-sh/kubernetes).
 	Kubernetes string `json:"kubernetes"`
@@ -98,7 +109,8 @@ type Images struct {
 // Validate checks that each image given is a reference with a tag.
 func (i Images) Validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, im := range []struct{ key, ref string }{{"controlPlane", i.ControlPlane}, {"kubernetes", i.Kubernetes}, {"coreDNS", i.CoreDNS}} {
+	for _, im := range []struct{ key, ref string }{{"controlPlane", i.ControlPlane},
+		{"openSourceControlPlane", i.OpenSourceControlPlane}, {"kubernetes", i.Kubernetes}, {"coreDNS", i.CoreDNS}} {
 		if im.ref == "" {
 			continue
 		}
@@ -181,6 +193,7 @@ func (s Settings) Validate(path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p, c, "admits every address, other tenants' pods among them; list the clients' own ranges"))
 		}
 	}
+	errs = append(errs, s.GPUAccess.Validate(path.Child("gpuAccess"))...)
 	return append(errs, s.Images.Validate(path.Child("images"))...)
 }
 
@@ -281,6 +294,12 @@ type VirtualClusterArgs struct {
 	// KubeconfigServer is the server URL written into the exported kubeconfig; empty keeps vCluster's
 	// https://localhost:8443, usable only through a port-forward.
 	KubeconfigServer string
+	// GPUAccess is how the tenant's GPUs reach it; unset is ClaimSync. Without ClaimSync the vCluster runs the
+	// open-source syncer, with no DRA sync, no Platform connection and no access key.
+	GPUAccess GPUAccess
+	// OfferedClasses are the classes the tenant may ask for by name; the vCluster holds them in ConfigMap
+	// OfferedConfigMap of namespace OfferedNamespace, where the tenant reads them, and no other tenant's.
+	OfferedClasses []OfferedClass
 	// Platform connects the vCluster to the vCluster Platform; DRA sync is a platform feature
 	// (loft-sh/vcluster v0.36.1 config/config.go IsProFeatureEnabled).
 	Platform *PlatformConnection
@@ -349,6 +368,11 @@ func (a *VirtualClusterArgs) Validate(path *field.Path) field.ErrorList {
 	if a.PlatformAccessKey != nil && a.Platform == nil {
 		errs = append(errs, field.Forbidden(path.Child("platformAccessKey"), "needs a platform connection (platform)"))
 	}
+	errs = append(errs, a.GPUAccess.Validate(path.Child("gpuAccess"))...)
+	if a.Platform != nil && !a.GPUAccess.SyncsClaims() {
+		errs = append(errs, field.Forbidden(path.Child("platform"), fmt.Sprintf(
+			"a vCluster with gpuAccess %s runs the open-source syncer, which connects to no platform", a.GPUAccess)))
+	}
 	if a.PodSecurity != "" && !slices.Contains(naming.TenantPodSecurityLevels, a.PodSecurity) {
 		errs = append(errs, field.NotSupported(path.Child("podSecurity"), a.PodSecurity, naming.TenantPodSecurityLevels))
 	}
@@ -399,17 +423,15 @@ func resourceMap(cpu, memory string) map[string]string {
 
 // virtualClusterValues builds the chart values; args must be valid.
 func virtualClusterValues(a *VirtualClusterArgs) vclusterValues {
-	v := vclusterValues{Sync: syncValues{
-		ToHost: syncToHostValues{
-			ResourceClaims:         enableSwitch{Enabled: true},
-			ResourceClaimTemplates: enableSwitch{Enabled: true},
-			PriorityClasses:        enableSwitch{Enabled: true},
-		},
-		FromHost: syncFromHostValues{DeviceClasses: deviceClassSyncValues{
+	v := vclusterValues{Sync: syncValues{ToHost: syncToHostValues{PriorityClasses: enableSwitch{Enabled: true}}}}
+	if a.GPUAccess.SyncsClaims() {
+		v.Sync.ToHost.ResourceClaims = &enableSwitch{Enabled: true}
+		v.Sync.ToHost.ResourceClaimTemplates = &enableSwitch{Enabled: true}
+		v.Sync.FromHost.DeviceClasses = &deviceClassSyncValues{
 			Enabled:  true,
 			Selector: labelSelector{MatchLabels: map[string]string{a.ClassSelectorLabel: "true"}},
-		}},
-	}}
+		}
+	}
 	tolerations := a.GPUTolerations
 	if a.Dedicated {
 		tolerations = append(slices.Clone(tolerations), cluster.DedicatedTaint(a.Tenant))
@@ -431,8 +453,17 @@ func virtualClusterValues(a *VirtualClusterArgs) vclusterValues {
 		}
 		sts.Image = &imageValues{Tag: tag}
 	}
-	if a.Images.ControlPlane != "" {
+	switch {
+	case a.GPUAccess.SyncsClaims() && a.Images.ControlPlane != "":
 		sts.Image = imageOf(a.Images.ControlPlane)
+	case !a.GPUAccess.SyncsClaims() && a.Images.OpenSourceControlPlane != "":
+		sts.Image = imageOf(a.Images.OpenSourceControlPlane)
+	case !a.GPUAccess.SyncsClaims():
+		tag := a.Chart.Version
+		if tag == "" {
+			tag = VClusterVersion
+		}
+		sts.Image = imageOf(OpenSourceImage + ":" + tag)
 	}
 	cp := a.ControlPlane
 	if req, lim := resourceMap(cp.CPU, cp.Memory), resourceMap("", cp.Memory); req != nil || lim != nil {
@@ -473,6 +504,13 @@ func virtualClusterValues(a *VirtualClusterArgs) vclusterValues {
 	}
 	if *cpv != (controlPlaneValues{}) {
 		v.ControlPlane = cpv
+	}
+	if len(a.OfferedClasses) > 0 {
+		manifest, err := offeredManifest(a.OfferedClasses)
+		if err != nil {
+			panic(fmt.Sprintf("offeredManifest: %v", err))
+		}
+		v.Experimental = &experimentalValues{Deploy: experimentalDeployValues{VCluster: deployManifestsValues{Manifests: manifest}}}
 	}
 	if p := a.Platform; p != nil {
 		// The key Secret is in the vCluster's own namespace (namespace left empty), where its syncer's Role already

@@ -588,6 +588,49 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		assert.NoError(t, err)
 	})
 
+	t.Run("switching a tenant's GPU access keeps its data, and a switch that would strand synced claims is refused", func(t *testing.T) {
+		ns := naming.Namespace("audit-ai")
+		nsBefore, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		require.NoError(t, err)
+		stsBefore, err := client.AppsV1().StatefulSets(ns).Get(ctx, "audit-ai", metav1.GetOptions{})
+		require.NoError(t, err)
+		_, err = client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tenant-data"},
+			StringData: map[string]string{"weights": "kept"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		switched := audit
+		switched.GPUAccess = vcluster.ExtendedResources
+		res, err := env.open(ctx, append(tenants, switched)).Up(ctx)
+		require.NoError(t, err)
+		changes := *res.Summary.ResourceChanges
+		// What goes is the syncer's rights for claim and DeviceClass sync; what holds data stays, as read below.
+		assert.Zero(t, changes["replace"], "nothing of the tenant is replaced: %v", changes)
+		nsAfter, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, nsBefore.UID, nsAfter.UID, "the tenant's namespace is the same")
+		stsAfter, err := client.AppsV1().StatefulSets(ns).Get(ctx, "audit-ai", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, stsBefore.UID, stsAfter.UID, "the vCluster's StatefulSet, and with it its volume, is the same")
+		_, err = client.CoreV1().Secrets(ns).Get(ctx, "tenant-data", metav1.GetOptions{})
+		assert.NoError(t, err, "the tenant's Secret is kept")
+		role, err := client.RbacV1().Roles(ns).Get(ctx, "vc-audit-ai", metav1.GetOptions{})
+		require.NoError(t, err)
+		for _, rule := range role.Rules {
+			assert.NotContains(t, rule.Resources, "resourceclaims", "the open-source syncer is granted no claims")
+		}
+
+		// research-ai holds claims its vCluster synced (the allocation checks made them): leaving claim sync would strand them.
+		strand := append([]platform.TenantArgs(nil), tenants...)
+		strand[1].GPUAccess = vcluster.ExtendedResources
+		_, err = env.open(ctx, append(strand, switched)).Up(ctx)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "tenant research-ai's namespace vcluster-research-ai holds claims its vCluster synced")
+
+		_, err = env.open(ctx, append(tenants, audit)).Up(ctx)
+		require.NoError(t, err, "and back")
+		require.NoError(t, client.CoreV1().Secrets(ns).Delete(ctx, "tenant-data", metav1.DeleteOptions{}))
+	})
+
 	t.Run("changing a quota updates just that quota", func(t *testing.T) {
 		changed := append([]platform.TenantArgs(nil), tenants...)
 		changed[1].GPUQuota = map[string]int{slice: 5}

@@ -266,6 +266,7 @@ func attacksAtEveryLevel(tenant, class string) []attack {
 	everyDeviceTaint := resourcev1.DeviceToleration{Operator: resourcev1.DeviceTolerationOpExists}
 	faulty := resourcev1.DeviceToleration{Key: "gpu.nvidia.com/xid", Operator: resourcev1.DeviceTolerationOpExists}
 	other := map[string]string{legal: research, research: legal}[tenant]
+	otherClass := map[string]string{legal: slice, research: whole}[tenant]
 	return []attack{
 		{"the NVIDIA runtime class", tenancy.NodeDevicePolicy, "RuntimeClass nvidia is not one tenants may use",
 			createPod(func(p *corev1.Pod) { p.Spec.RuntimeClassName = ptr.To("nvidia") })},
@@ -274,6 +275,21 @@ func attacksAtEveryLevel(tenant, class string) []attack {
 		{"IMEX channels", tenancy.RuntimeEnvPolicy, "set NVIDIA runtime variables", createPod(withEnv("NVIDIA_IMEX_CHANNELS", "0"))},
 		{"GPUDirect Storage devices", tenancy.RuntimeEnvPolicy, "set NVIDIA runtime variables", createPod(withEnv("NVIDIA_GDS", "enabled"))},
 		{"every GPU by variable", tenancy.RuntimeEnvPolicy, "set NVIDIA runtime variables", createPod(withEnv("NVIDIA_VISIBLE_DEVICES", "all"))},
+		{"another tenant's class by its name", tenancy.ExtendedResourcePolicy,
+			"is not granted " + tenancy.DefaultExtendedResourceName(otherClass) + " (DeviceClass " + otherClass + ")",
+			createPod(func(p *corev1.Pod) {
+				p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{
+					corev1.ResourceName(tenancy.DefaultExtendedResourceName(otherClass)): apiresource.MustParse("1")}
+			})},
+		{"a claim marked as one the scheduler made for a pod", tenancy.ExtendedResourceClaimPolicy,
+			"may set or change " + tenancy.ExtendedResourceClaimAnnotation, func(ctx context.Context, as kubernetes.Interface, ns string) error {
+				c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns,
+					Annotations: map[string]string{tenancy.ExtendedResourceClaimAnnotation: "true"}},
+					Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpu",
+						Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class}}}}}}
+				_, err := as.ResourceV1().ResourceClaims(ns).Create(ctx, c, dryRun)
+				return err
+			}},
 		{"CDI devices by annotation", tenancy.NodeDevicePolicy, "annotations cdi.k8s.io/hostile", createPod(withAnnotation("cdi.k8s.io/hostile"))},
 		{"CDI devices through the NRI plugin", tenancy.NodeDevicePolicy, "annotations nvidia.cdi.k8s.io/pod", createPod(withAnnotation("nvidia.cdi.k8s.io/pod"))},
 		{"CRI-O devices by annotation", tenancy.NodeDevicePolicy, "devices.crio.io", createPod(withAnnotation("devices.crio.io"))},

@@ -54,6 +54,11 @@ func (c *cluster) checkHostileThroughVCluster(t *testing.T, ctx context.Context,
 			one := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 			s.Containers[0].Resources = corev1.ResourceRequirements{Requests: one, Limits: one}
 		}},
+		// legal-ai is granted gpu-whole (quota 3) and not gpu-slice.
+		{"other-tenants-class", tenancy.ExtendedResourcePolicy, limits(tenancy.DefaultExtendedResourceName("gpu-slice"), "1")},
+		{"implicit-class-name", tenancy.ExtendedResourcePolicy, limits("deviceclass.resource.kubernetes.io/gpu-whole", "1")},
+		{"over-quota-by-name", "exceeded quota: " + naming.TenantQuota + ", requested: requests.gpu-tenancy.io/gpu-whole=4",
+			limits(tenancy.DefaultExtendedResourceName("gpu-whole"), "4")},
 		{"cdi-annotation", tenancy.NodeDevicePolicy, func(_ *corev1.PodSpec, m *metav1.ObjectMeta) {
 			m.Annotations = map[string]string{"cdi.k8s.io/gpu": "k8s.gpu.nvidia.com/gpu=all"}
 		}},
@@ -141,6 +146,13 @@ func (c *cluster) checkHostileThroughVCluster(t *testing.T, ctx context.Context,
 			_, err := c.client.CoreV1().Services(hostNS).Get(ctx, syncedName(svc.name, ns, tenant), metav1.GetOptions{})
 			assert.True(t, apierrors.IsNotFound(err), "no host Service %s: %v", svc.name, err)
 		})
+	}
+}
+
+// limits is a case's edit that sets the pod's container's limit of one resource.
+func limits(name, count string) func(*corev1.PodSpec, *metav1.ObjectMeta) {
+	return func(s *corev1.PodSpec, _ *metav1.ObjectMeta) {
+		s.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceName(name): resource.MustParse(count)}
 	}
 }
 

@@ -189,7 +189,7 @@ func (c *cluster) checkPods(t *testing.T) {
 
 	for _, w := range webs {
 		node := w.Spec.NodeName
-		assert.Equal(t, "web up on "+node+"\n", c.logs(t, w.Name, ""))
+		assert.Equal(t, "web up on "+node+"\n", c.logs(t, "default", w.Name, ""))
 		out, err := c.exec(t, "client", "wget", "-qO-", "http://"+w.Status.PodIP+":8080")
 		require.NoError(t, err, "client on %s to pod %s on %s: %s", client, w.Status.PodIP, node, out)
 		assert.Equal(t, "served-by-"+node+"\n", out)
@@ -300,28 +300,17 @@ func (c *cluster) allocated(t *testing.T, pod *corev1.Pod) (resourcev1.DeviceReq
 	require.Len(t, claim.Status.Allocation.Devices.Results, 1)
 	result := claim.Status.Allocation.Devices.Results[0]
 	assert.Equal(t, pod.Spec.NodeName, result.Pool, "the device is not from the pod's node")
-	slices, err := c.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + pod.Spec.NodeName})
-	require.NoError(t, err)
-	for _, s := range slices.Items {
-		for _, d := range s.Spec.Devices {
-			if s.Spec.Driver == result.Driver && s.Spec.Pool.Name == result.Pool && d.Name == result.Device {
-				return result, string(claim.UID), d
-			}
-		}
-	}
-	require.Failf(t, "device not published", "%s/%s/%s is in no ResourceSlice of %s", result.Driver, result.Pool,
-		result.Device, pod.Spec.NodeName)
-	return result, "", resourcev1.Device{}
+	return result, string(claim.UID), c.publishedDevice(t, ctx, pod.Spec.NodeName, result)
 }
 
 // logs is what a probe container printed. A pod is Running once its containers have started, which can be before
 // the probe's first line reaches its log, so it waits for the log to be written and to hold still for a poll.
-func (c *cluster) logs(t *testing.T, pod, container string) string {
+func (c *cluster) logs(t *testing.T, namespace, pod, container string) string {
 	t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, false,
 		func(ctx context.Context) (bool, error) {
-			out, err := c.client.CoreV1().Pods("default").GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+			out, err := c.client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
 			if err != nil {
 				return false, err
 			}
@@ -346,11 +335,11 @@ func (c *cluster) checkGPUs(t *testing.T) {
 	// The driver's common nodes and variable, the GPU's own node, and its UUID.
 	assert.Equal(t, "device: /dev/nvidia-modeset\ndevice: /dev/nvidia-uvm\ndevice: /dev/nvidia-uvm-tools\n"+
 		"device: /dev/nvidia0\ndevice: /dev/nvidiactl\nuuid: "+uuid+"\nenv: NVIDIA_VISIBLE_DEVICES=void\n",
-		c.logs(t, "whole", "with"))
-	assert.Equal(t, "devices: none\n", c.logs(t, "whole", "without"), "a container without the claim sees a GPU")
+		c.logs(t, "default", "whole", "with"))
+	assert.Equal(t, "devices: none\n", c.logs(t, "default", "whole", "without"), "a container without the claim sees a GPU")
 
 	_, _, migDevice := c.allocated(t, mig)
-	migLog := c.logs(t, "mig", "with")
+	migLog := c.logs(t, "default", "mig", "with")
 	assert.Equal(t, "mig", *migDevice.Attributes["type"].StringValue)
 	assert.Contains(t, migLog, "uuid: "+*migDevice.Attributes["uuid"].StringValue+"\n")
 	assert.Contains(t, migLog, "device: /dev/nvidia0\n", "a MIG device's container sees its parent GPU")

@@ -58,7 +58,7 @@ func (c *cluster) checkStorage(t *testing.T) {
 	_, err = c.client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
 	require.NoError(t, err)
 	c.waitRunning(t, "writer")
-	assert.Equal(t, "written-by-65532\n", c.logs(t, "writer", "main"))
+	assert.Equal(t, "written-by-65532\n", c.logs(t, "default", "writer", "main"))
 
 	claim, err := claims.Get(ctx, "data", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -147,6 +147,9 @@ func (c *cluster) checkTenants(t *testing.T) {
 	}
 	c.checkPodThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
 	c.checkWorkloadsThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
+	t.Run("each tenant gets a device of its class by asking for the class's name", func(t *testing.T) {
+		c.checkGPUsByName(t, ctx, clients)
+	})
 	t.Run("NetworkPolicies hold for packets", func(t *testing.T) { c.checkNetworkPolicy(t, ctx, clients) })
 	t.Run("what reaches past the entitlement, sent through a vCluster by its admin, is refused on the host", func(t *testing.T) {
 		c.checkHostileThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
