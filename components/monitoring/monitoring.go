@@ -56,6 +56,9 @@ type MonitoringArgs struct {
 	// Prices price the GPU classes in the showback recording rules; without prices only the devices are recorded. The
 	// Platform checks the priced classes against the catalog.
 	Prices rules.Prices
+	// ExtendedResourceNames are the extended-resource names the catalog's DeviceClasses carry, which the pending alert
+	// reads in pods' requests.
+	ExtendedResourceNames []string
 	// Placement is where kube-state-metrics runs: the platform pool when the cluster has one
 	// (cluster.Cluster.PlatformPlacement).
 	Placement cluster.Placement
@@ -150,7 +153,7 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 	}
 	m := &Monitoring{Jobs: rules.JobsFor(cfg.Scope)}
 	params := cfg.Spec.params(m.Jobs)
-	params.Prices, params.DriverNamespace = cfg.Prices, cfg.DriverNamespace
+	params.Prices, params.DriverNamespace, params.ExtendedResourceNames = cfg.Prices, cfg.DriverNamespace, cfg.ExtendedResourceNames
 	m.Rules, m.Recordings = rules.Rules(params), rules.Recordings(params)
 	opts = append(opts, pulumi.Transformations([]pulumi.ResourceTransformation{outliveCluster}))
 	if err := ctx.RegisterComponentResource("gpu-tenancy:monitoring:Monitoring", name, m, opts...); err != nil {

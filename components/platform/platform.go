@@ -409,8 +409,14 @@ func (c *PlatformArgs) driverRoot() string {
 
 // monitoringArgs are the monitoring component's args.
 func (c *PlatformArgs) monitoringArgs() monitoring.MonitoringArgs {
+	var names []string
+	for _, class := range c.GPUClasses {
+		if slices.Contains(c.ExtendedResourceClasses(), class.Name) {
+			names = append(names, class.ResourceName())
+		}
+	}
 	return monitoring.MonitoringArgs{Spec: c.Monitoring, Flavour: c.Cloud, Project: c.GKE.Project,
-		DriverNamespace: dra.DefaultNamespace, Prices: c.Prices}
+		DriverNamespace: dra.DefaultNamespace, Prices: c.Prices, ExtendedResourceNames: names}
 }
 
 // admissionArgs are the catalog's admission settings: the stack's, with the cluster's own claim status writers

@@ -398,6 +398,14 @@ func TestATenantAskingForGPUsByNameNeedsNoLicence(t *testing.T) {
 	_, err = rec.Get("kubernetes:networking.k8s.io/v1:NetworkPolicy", "research-ai-allow-ingress-platform")
 	assert.NoError(t, err)
 
+	var pendingAlert []string
+	for _, reg := range rec.ByType("gcp:monitoring/alertPolicy:AlertPolicy") {
+		if text := fmt.Sprint(reg.Inputs.Mappable()); strings.Contains(text, "gpu_tenancy_io_gpu_whole") {
+			pendingAlert = append(pendingAlert, reg.Name)
+		}
+	}
+	assert.Len(t, pendingAlert, 1, "the pending alert reads the pods that ask for the class by name")
+
 	quota, err := rec.Get("kubernetes:core/v1:ResourceQuota", "legal-ai-quota")
 	require.NoError(t, err)
 	hard := quota.Inputs["spec"].ObjectValue()["hard"].Mappable().(map[string]any)

@@ -86,7 +86,10 @@ type TenantUsage struct {
 	Quota *int64 `json:"quota"`
 	// Pending counts the tenant's unallocated claims that may be allocated from this class.
 	Pending int `json:"pending"`
-	// OldestPendingSeconds is the age of the oldest of them, 0 when none.
+	// PendingPods counts the tenant's unscheduled pods that ask for the class by an extended-resource name: the
+	// scheduler makes their claims only when it binds them, so Pending does not count them.
+	PendingPods int `json:"pendingPods"`
+	// OldestPendingSeconds is the age of the oldest pending claim or pod, 0 when none.
 	OldestPendingSeconds int64 `json:"oldestPendingSeconds"`
 	// CostPerHour is Allocated times the class's price per device-hour, in the report's Currency; absent when the
 	// class has no price.
@@ -238,6 +241,23 @@ func tenantUsage(s *Snapshot, cat []*resourcev1.DeviceClass, now time.Time) []Te
 			if inCatalog[c] {
 				u := get(claim.Namespace, c)
 				u.Pending++
+				u.OldestPendingSeconds = max(u.OldestPendingSeconds, age)
+			}
+		}
+	}
+	named := extendedResourceClasses(s.DeviceClasses)
+	for i := range s.Pods {
+		pod := &s.Pods[i]
+		if _, ok := tenants[pod.Namespace]; !ok || !unscheduled(pod) {
+			continue
+		}
+		age := ageSeconds(now, pod.CreationTimestamp.Time)
+		var classes []string
+		for _, name := range waitingFor(pod, named) {
+			if c := named[name]; inCatalog[c] && !slices.Contains(classes, c) {
+				classes = append(classes, c)
+				u := get(pod.Namespace, c)
+				u.PendingPods++
 				u.OldestPendingSeconds = max(u.OldestPendingSeconds, age)
 			}
 		}

@@ -3,6 +3,7 @@ package gpureport
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -236,6 +237,28 @@ func TestCapacity(t *testing.T) {
 					Tenant: legal, Namespace: legalNS, Class: "gpu-whole", Granted: true, Allocated: 2,
 					Requested: ptr.To[int64](3), Quota: ptr.To[int64](3), Pending: 1, OldestPendingSeconds: 90,
 				}, usage(t, r, legal, "gpu-whole"))
+			},
+		},
+		{
+			name: "a tenant's pods asking for its class by name count as pending until the scheduler makes their claims",
+			snap: func() Snapshot {
+				named := slices.Clone(catalog)
+				named[0].Spec.ExtendedResourceName = ptr.To("gpu-tenancy.io/gpu-whole")
+				bound := podAsking(legalNS, "bound", now, "gpu-tenancy.io/gpu-whole", "1")
+				bound.Spec.NodeName = "gpu-a100-whole-0"
+				made := podAsking(legalNS, "made", now, "gpu-tenancy.io/gpu-whole", "1")
+				made.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "made-extended-resources-x"}
+				return Snapshot{Namespaces: tenants, DeviceClasses: named, ResourceSlices: simulatedSlices(), Pods: []corev1.Pod{
+					podAsking(legalNS, "waiting", now.Add(-2*time.Minute), "gpu-tenancy.io/gpu-whole", "2"),
+					podAsking(legalNS, "implicit", now, "deviceclass.resource.kubernetes.io/gpu-whole", "1"),
+					bound, made,
+				}}
+			}(),
+			check: func(t *testing.T, r *CapacityReport) {
+				u := usage(t, r, legal, "gpu-whole")
+				assert.Equal(t, 2, u.PendingPods, "the waiting pod and the one asking by the implicit name; not the bound one, nor one with its claim")
+				assert.Equal(t, 0, u.Pending, "no claim waits")
+				assert.Equal(t, int64(120), u.OldestPendingSeconds)
 			},
 		},
 		{

@@ -185,6 +185,15 @@ func pod(namespace, name string, created time.Time, claimName, template string) 
 	}
 }
 
+// podAsking is a pod that asks for count devices of a class by an extended-resource name, and uses no claim.
+func podAsking(namespace, name string, created time.Time, resourceName, count string) corev1.Pod {
+	p := pod(namespace, name, created, "", "")
+	p.Spec.ResourceClaims = nil
+	p.Spec.Containers = []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{corev1.ResourceName(resourceName): resource.MustParse(count)}}}}
+	return p
+}
+
 func unschedulable(p corev1.Pod, message string) corev1.Pod {
 	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: message,

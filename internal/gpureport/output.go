@@ -149,10 +149,14 @@ func (r *CapacityReport) writeTable(w io.Writer) error {
 		if u.Granted {
 			granted = "yes"
 		}
-		if u.Pending > 0 {
+		if u.Pending+u.PendingPods > 0 {
 			oldest = age(u.OldestPendingSeconds)
 		}
-		cells := []any{u.Tenant, u.Class, granted, u.Allocated, optional(u.Requested), optional(u.Quota), u.Pending, oldest}
+		pending := fmt.Sprint(u.Pending)
+		if u.PendingPods > 0 {
+			pending += fmt.Sprintf(" (+%d pods by name)", u.PendingPods)
+		}
+		cells := []any{u.Tenant, u.Class, granted, u.Allocated, optional(u.Requested), optional(u.Quota), pending, oldest}
 		if r.Currency != "" {
 			cells = append(cells, money(u.CostPerHour))
 		}
@@ -190,7 +194,10 @@ func (r *PendingReport) writeTable(w io.Writer) error {
 	t.row("NAMESPACE", "TENANT", "CLAIM", "PODS", "CLASSES", "AGE", "REASON")
 	for _, c := range r.Claims {
 		claim := c.Claim
-		if claim == "" {
+		switch {
+		case claim == "" && len(c.ExtendedResources) > 0:
+			claim = "(made when scheduled, for " + strings.Join(c.ExtendedResources, ",") + ")"
+		case claim == "":
 			claim = "(from template " + c.Template + ")"
 		}
 		a := age(c.AgeSeconds)

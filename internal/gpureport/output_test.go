@@ -61,9 +61,9 @@ func TestCapacityJSON(t *testing.T) {
 		],
 		"tenants": [
 			{"tenant": "legal-ai", "namespace": "vcluster-legal-ai", "class": "gpu-whole", "granted": true, "allocated": 2,
-			 "requested": 3, "quota": 3, "pending": 1, "oldestPendingSeconds": 300},
+			 "requested": 3, "quota": 3, "pending": 1, "pendingPods": 0, "oldestPendingSeconds": 300},
 			{"tenant": "research-ai", "namespace": "vcluster-research-ai", "class": "gpu-slice", "granted": true, "allocated": 0,
-			 "requested": 0, "quota": 2, "pending": 0, "oldestPendingSeconds": 0}
+			 "requested": 0, "quota": 2, "pending": 0, "pendingPods": 0, "oldestPendingSeconds": 0}
 		],
 		"pools": [
 			{"driver": "gpu.nvidia.com", "pool": "gpu-a100-mig-0", "node": "gpu-a100-mig-0", "generation": 1, "slices": 1, "incomplete": false,

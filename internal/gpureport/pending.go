@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // PendingReport is `gpu-tenancy pending`: every device claim that is not allocated, and why.
@@ -31,6 +33,9 @@ type PendingClaim struct {
 	Claim string `json:"claim"`
 	// Template is the ResourceClaimTemplate a pod's claim comes from, when it does.
 	Template string `json:"template,omitempty"`
+	// ExtendedResources are the names of DeviceClasses the pod asks for in its containers' resources (KEP-5004): the
+	// scheduler makes such a pod's claim only when it binds the pod, so until then there is no claim to name.
+	ExtendedResources []string `json:"extendedResources,omitempty"`
 	// Pods are the unscheduled pods waiting for the claim.
 	Pods []string `json:"pods"`
 	// Classes are the DeviceClasses the claim may be allocated from (exactly and firstAvailable).
@@ -116,6 +121,7 @@ func Pending(ctx context.Context, s *Snapshot, now time.Time) *PendingReport {
 		matcher: newMatcher(newInventory(s.ResourceSlices)),
 		claims:  map[nsName]*resourcev1.ResourceClaim{},
 		items:   map[nsName]*PendingClaim{},
+		named:   extendedResourceClasses(s.DeviceClasses),
 	}
 	for i := range s.ResourceClaims {
 		c := &s.ResourceClaims[i]
@@ -123,7 +129,7 @@ func Pending(ctx context.Context, s *Snapshot, now time.Time) *PendingReport {
 	}
 	var waiting []*corev1.Pod
 	for i := range s.Pods {
-		if pod := &s.Pods[i]; waits(pod) {
+		if pod := &s.Pods[i]; p.waits(pod) {
 			waiting = append(waiting, pod)
 		}
 	}
@@ -198,12 +204,69 @@ type pendingBuilder struct {
 	claims  map[nsName]*resourcev1.ResourceClaim
 	// items by claim, or by "pod/<name>" for claims that do not exist.
 	items map[nsName]*PendingClaim
+	// named maps each extended-resource name a DeviceClass answers to to the class.
+	named map[string]string
 }
 
-// waits reports whether a pod is unscheduled, alive and uses claims.
-func waits(pod *corev1.Pod) bool {
-	return pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && len(pod.Spec.ResourceClaims) > 0 &&
-		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+// extendedResourcePrefix prefixes every class's implicit extended-resource name (k8s.io/api v0.36.3 core/v1
+// ResourceDeviceClassPrefix).
+const extendedResourcePrefix = "deviceclass.resource.kubernetes.io/"
+
+// extendedResourceClasses maps the extended-resource names the classes answer to, their own and the implicit ones, to
+// the classes. Where two classes take one name the scheduler picks the newer, and of two created at once the lower
+// name (k8s.io/dynamic-resource-allocation v0.36.3 deviceclass/extendedresourcecache/extendedresourcecache.go); the
+// report names the class that choice does.
+func extendedResourceClasses(classes []resourcev1.DeviceClass) map[string]string {
+	out := map[string]string{}
+	created := map[string]metav1.Time{}
+	for _, c := range classes {
+		out[extendedResourcePrefix+c.Name] = c.Name
+		name := ptr.Deref(c.Spec.ExtendedResourceName, "")
+		if name == "" {
+			continue
+		}
+		if prev, ok := created[name]; ok && (c.CreationTimestamp.Before(&prev) || c.CreationTimestamp.Equal(&prev) && c.Name >= out[name]) {
+			continue
+		}
+		out[name], created[name] = c.Name, c.CreationTimestamp
+	}
+	return out
+}
+
+// extendedResources are the extended-resource names of DeviceClasses (named, as extendedResourceClasses maps them) a
+// pod's containers ask for, sorted, once each.
+func extendedResources(pod *corev1.Pod, named map[string]string) []string {
+	var out []string
+	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		for _, list := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+			for name := range list {
+				if _, ok := named[string(name)]; ok && !slices.Contains(out, string(name)) {
+					out = append(out, string(name))
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waits reports whether a pod is unscheduled, alive and uses claims, or asks for a class by name and has no claim yet.
+func (p *pendingBuilder) waits(pod *corev1.Pod) bool {
+	return unscheduled(pod) && (len(pod.Spec.ResourceClaims) > 0 || len(waitingFor(pod, p.named)) > 0)
+}
+
+// unscheduled reports whether a pod is alive and not bound to a node.
+func unscheduled(pod *corev1.Pod) bool {
+	return pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded &&
+		pod.Status.Phase != corev1.PodFailed
+}
+
+// waitingFor are the extended-resource names a pod asks for while the scheduler has made no claim for them yet.
+func waitingFor(pod *corev1.Pod, named map[string]string) []string {
+	if pod.Status.ExtendedResourceClaimStatus != nil {
+		return nil
+	}
+	return extendedResources(pod, named)
 }
 
 func (p *pendingBuilder) claimItem(c *resourcev1.ResourceClaim) *PendingClaim {
@@ -220,8 +283,18 @@ func (p *pendingBuilder) claimItem(c *resourcev1.ResourceClaim) *PendingClaim {
 	return it
 }
 
-// addPod records each unallocated or missing claim the pod waits for.
+// addPod records each unallocated or missing claim the pod waits for, and the classes it asks for by name.
 func (p *pendingBuilder) addPod(pod *corev1.Pod) {
+	if names := waitingFor(pod, p.named); len(names) > 0 {
+		it := p.podItem(pod, "pod/"+pod.Name+"/extended-resources")
+		it.ExtendedResources = names
+		for _, name := range names {
+			if class := p.named[name]; !slices.Contains(it.Classes, class) {
+				it.Classes = append(it.Classes, class)
+			}
+		}
+		addReason(it, p.schedulerReason(pod))
+	}
 	for _, pc := range pod.Spec.ResourceClaims {
 		name, fromTemplate := claimName(pod, &pc)
 		if fromTemplate && name == "" {

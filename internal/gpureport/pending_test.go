@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 const schedulerMessage = "0/5 nodes are available: 2 cannot allocate all claims, 3 node(s) had untolerated taint {node-role: control-plane}."
@@ -235,6 +236,40 @@ func TestPending(t *testing.T) {
 				}},
 		},
 		{
+			name: "a pod asking for a class by name waits with no claim yet",
+			modify: func(s *Snapshot) {
+				s.DeviceClasses[0].Spec.ExtendedResourceName = ptr.To("gpu-tenancy.io/gpu-whole")
+				s.Pods = append(s.Pods, unschedulable(podAsking(legalNS, "trainer", created, "gpu-tenancy.io/gpu-whole", "1"), schedulerMessage))
+			},
+			want: PendingClaim{Namespace: legalNS, Tenant: legal, Pods: []string{"trainer"}, Classes: []string{"gpu-whole"},
+				ExtendedResources: []string{"gpu-tenancy.io/gpu-whole"}, AgeSeconds: 600,
+				Reasons: []Reason{{ReasonUnschedulable, "pod trainer: " + schedulerMessage, fromPod(legalNS, "trainer")}}},
+		},
+		{
+			name: "a pod asking for a class by its implicit name waits too",
+			modify: func(s *Snapshot) {
+				s.Pods = append(s.Pods, podAsking(researchNS, "p", created, "deviceclass.resource.kubernetes.io/gpu-slice", "2"))
+			},
+			want: PendingClaim{Namespace: researchNS, Tenant: research, Pods: []string{"p"}, Classes: []string{"gpu-slice"},
+				ExtendedResources: []string{"deviceclass.resource.kubernetes.io/gpu-slice"}, AgeSeconds: 600,
+				Reasons: []Reason{{ReasonNotScheduledYet, "pod p: the scheduler has not reported on it yet", fromPod(researchNS, "p")}}},
+		},
+		{
+			name: "of two classes with one name, the newer is the one the pod waits for",
+			modify: func(s *Snapshot) {
+				s.DeviceClasses[0].Spec.ExtendedResourceName = ptr.To("example.com/gpu")
+				s.DeviceClasses[1].Spec.ExtendedResourceName = ptr.To("example.com/gpu")
+				s.DeviceClasses[1].CreationTimestamp = metav1.NewTime(created)
+				s.Pods = append(s.Pods, podAsking(legalNS, "p", created, "example.com/gpu", "1"))
+			},
+			want: PendingClaim{Namespace: legalNS, Tenant: legal, Pods: []string{"p"}, Classes: []string{"gpu-slice"},
+				ExtendedResources: []string{"example.com/gpu"}, AgeSeconds: 600,
+				Reasons: []Reason{
+					{ReasonNotScheduledYet, "pod p: the scheduler has not reported on it yet", fromPod(legalNS, "p")},
+					{Kind: ReasonClassNotGranted, Message: "DeviceClass gpu-slice is not granted to tenant legal-ai"},
+				}},
+		},
+		{
 			name: "a firstAvailable claim lists every class it may get",
 			modify: func(s *Snapshot) {
 				s.DeviceClasses[0].Labels["tenant.gpu-tenancy.io/"+research] = "true"
@@ -275,6 +310,15 @@ func TestPendingLeavesOut(t *testing.T) {
 		{"finished pods whose claim was never created", func(s *Snapshot) {
 			p := pod(researchNS, "done", now, "", "slice")
 			p.Status.Phase = corev1.PodFailed
+			s.Pods = append(s.Pods, p)
+		}},
+		{"pods asking for a name no class carries", func(s *Snapshot) {
+			s.Pods = append(s.Pods, podAsking(legalNS, "p", now, "example.com/dongle", "1"))
+		}},
+		{"pods asking by name whose claim the scheduler made", func(s *Snapshot) {
+			s.DeviceClasses[0].Spec.ExtendedResourceName = ptr.To("gpu-tenancy.io/gpu-whole")
+			p := podAsking(legalNS, "p", now, "gpu-tenancy.io/gpu-whole", "1")
+			p.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "p-extended-resources-x"}
 			s.Pods = append(s.Pods, p)
 		}},
 		{"scheduled pods whose claim was never created", func(s *Snapshot) {

@@ -80,6 +80,8 @@ type pod struct {
 	// claim is a ResourceClaim the pod names; template a ResourceClaimTemplate it uses (with claim the generated claim).
 	claim, template string
 	labels          map[string]string
+	// asks is an extended resource its container requests one of, as the tenant wrote it.
+	asks string
 }
 
 func (p pod) uid() string { return "uid-" + p.name }
@@ -128,6 +130,12 @@ func (p pod) seriesFrom(instance string) []string {
 		claim := maps.Clone(id)
 		claim["claim_name"], claim["resourceclaim_name"], claim["resourceclaim_template_name"] = "gpu", p.claim, p.template
 		out = append(out, ksmFrom(instance, "kube_pod_resourceclaim_info", claim, constant(1)))
+	}
+	if p.asks != "" {
+		req := maps.Clone(id)
+		req["container"], req["node"], req["unit"] = "main", p.node, "integer"
+		req["resource"] = strings.NewReplacer(".", "_", "-", "_", "/", "_").Replace(p.asks)
+		out = append(out, ksmFrom(instance, "kube_pod_container_resource_requests", req, constant(1)))
 	}
 	return out
 }
@@ -262,6 +270,35 @@ func TestClaimPendingTooLong(t *testing.T) {
 			series: join(tenants, waiting.series(), secondKSM), at: "16m", state: "firing", want: fires},
 		{name: "series of another job are ignored",
 			series: join(tenants, otherJob(waiting.series())), at: "16m"},
+	})
+}
+
+// A pod that asks for a class by its extended-resource name has no claim while it waits: the alert names what it asks for.
+func TestClaimPendingTooLongForAPodAskingByName(t *testing.T) {
+	tenants := join(namespace(legalNS, "legal-ai"), namespace(researchNS, "research-ai"))
+	named := rules.Params{ExtendedResourceNames: []string{"gpu-tenancy.io/gpu-whole", "gpu-tenancy.io/gpu-slice"}}
+	waiting := pod{ns: legalNS, name: "trainer", scheduled: "False", asks: "gpu-tenancy.io/gpu-whole"}
+	fires := []map[string]string{{
+		"alertname": rules.ClaimPendingTooLong, "severity": "warning", "tenant": "legal-ai", "namespace": legalNS,
+		"pod": "trainer", "uid": "uid-trainer", "resource": "gpu_tenancy_io_gpu_whole",
+		"resourceclaim_name": "none yet: it asks for gpu-tenancy.io/gpu-whole", "job": "", "instance": "",
+	}}
+	claimWaiting := pod{ns: researchNS, name: "slice-b", scheduled: "False", claim: "slice-b"}
+	runCases(t, rules.ClaimPendingTooLong, []alertCase{
+		{name: "an unscheduled pod asking by name fires past the threshold, with its tenant and the name",
+			params: named, series: join(tenants, waiting.series()), at: "16m", state: "firing", want: fires},
+		{name: "within the threshold it is silent",
+			params: named, series: join(tenants, waiting.series()), at: "14m"},
+		{name: "a scheduled pod asking by name is silent",
+			params: named, series: join(tenants, pod{ns: legalNS, name: "trainer", scheduled: "True", node: "gpu-a100-whole-0",
+				asks: "gpu-tenancy.io/gpu-whole"}.series()), at: "20m"},
+		{name: "a pod asking for a name no class carries is silent",
+			params: named, series: join(tenants, pod{ns: legalNS, name: "dongle", scheduled: "False", asks: "example.com/dongle"}.series()), at: "20m"},
+		{name: "without names in the catalog the rule reads no request",
+			series: join(tenants, waiting.series()), at: "20m"},
+		{name: "a pod waiting for a claim still fires beside it",
+			params: named, series: join(tenants, waiting.series(), claimWaiting.series()), at: "16m", state: "firing",
+			want: append([]map[string]string{{"pod": "slice-b", "resourceclaim_name": "slice-b", "tenant": "research-ai"}}, fires...)},
 	})
 }
 

@@ -7,6 +7,7 @@ package rules
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,7 +88,10 @@ type Params struct {
 	// DriverNamespace is where the DRA kubelet plugin runs, the one namespace whose pods and series the plugin rules
 	// take for the plugin's; default naming.DriverNamespace.
 	DriverNamespace string
-	Jobs            Jobs
+	// ExtendedResourceNames are the extended-resource names the catalog's DeviceClasses carry: a pod waiting for one
+	// counts as a pod waiting for its claim.
+	ExtendedResourceNames []string
+	Jobs                  Jobs
 	// Prices price the classes in the showback recording rules (Recordings); the alerts do not read them.
 	Prices Prices
 }
@@ -144,6 +148,35 @@ func Rules(p Params) []Rule {
 		TenantLabel, TenantLabel, ksm("kube_namespace_labels"), TenantLabel, namespaceTenantLabel)
 	deviceKeys := `resource=~"` + promString(".+"+regexp.QuoteMeta(naming.DeviceQuotaSuffix)) + `"`
 
+	// The wait of an unscheduled pod, in seconds, for the series of waitsFor that share its namespace, pod and uid.
+	waited := func(waitsFor string) string {
+		return fmt.Sprintf(`(time() - max by (namespace, pod, uid) (%s)) * on (namespace, pod, uid) (max by (namespace, pod, uid) (%s) == 1) `+
+			`* on (namespace, pod, uid) group_right () %s %s > %s`,
+			ksm("kube_pod_created"), ksm("kube_pod_status_scheduled", `condition="false"`), waitsFor,
+			tenantJoin, strconv.FormatInt(int64(p.PendingClaimAfter/time.Second), 10))
+	}
+	pendingExpr := waited(fmt.Sprintf(`max by (namespace, pod, uid, claim_name, resourceclaim_name, resourceclaim_template_name) (%s)`,
+		ksm("kube_pod_resourceclaim_info")))
+	pendingMetrics := []string{"kube_namespace_labels", "kube_pod_created", "kube_pod_resourceclaim_info", "kube_pod_status_scheduled"}
+	if len(p.ExtendedResourceNames) > 0 {
+		// A pod that asks for a class by its extended-resource name has no claim until the scheduler binds it
+		// (KEP-5004), so it waits with no claim to name: its request names the class instead. kube-state-metrics
+		// writes the name with every character outside [a-zA-Z0-9_] as "_" (k8s.io/kube-state-metrics/v2@v2.20.0
+		// internal/store/pod.go, utils.go SanitizeLabelName); each is written back as the tenant wrote it.
+		var sanitized []string
+		for _, name := range p.ExtendedResourceNames {
+			sanitized = append(sanitized, regexp.QuoteMeta(sanitize(name)))
+		}
+		byName := fmt.Sprintf(`max by (namespace, pod, uid, resource) (%s > 0)`,
+			ksm("kube_pod_container_resource_requests", `resource=~"`+promString(strings.Join(sanitized, "|"))+`"`))
+		for i, name := range p.ExtendedResourceNames {
+			byName = fmt.Sprintf(`label_replace(%s, "resourceclaim_name", "%s", "resource", "%s")`, byName,
+				promString("none yet: it asks for "+name), promString(sanitized[i]))
+		}
+		pendingExpr = "(" + pendingExpr + ") or (" + waited(byName) + ")"
+		pendingMetrics = append(pendingMetrics, "kube_pod_container_resource_requests")
+		slices.Sort(pendingMetrics)
+	}
 	return []Rule{
 		{
 			Name: ClaimPendingTooLong,
@@ -152,11 +185,7 @@ func Rules(p Params) []Rule {
 			// pod unscheduled (https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/).
 			// The wait is measured from the pod's creation timestamp, not with `for`, so that a restarted evaluator
 			// fires at once instead of starting the hold time over.
-			Expr: fmt.Sprintf(`(time() - max by (namespace, pod, uid) (%s)) * on (namespace, pod, uid) (max by (namespace, pod, uid) (%s) == 1) `+
-				`* on (namespace, pod, uid) group_right () max by (namespace, pod, uid, claim_name, resourceclaim_name, resourceclaim_template_name) (%s) `+
-				`%s > %s`,
-				ksm("kube_pod_created"), ksm("kube_pod_status_scheduled", `condition="false"`), ksm("kube_pod_resourceclaim_info"),
-				tenantJoin, strconv.FormatInt(int64(p.PendingClaimAfter/time.Second), 10)),
+			Expr:     pendingExpr,
 			Severity: Warning,
 			Summary:  "Pod {{ $labels.namespace }}/{{ $labels.pod }} of tenant {{ $labels.tenant }} waits for ResourceClaim {{ $labels.resourceclaim_name }}",
 			Description: "Pod {{ $labels.pod }} in namespace {{ $labels.namespace }} (tenant {{ $labels.tenant }}) references ResourceClaim " +
@@ -164,7 +193,7 @@ func Rules(p Params) []Rule {
 				": its devices cannot be allocated.",
 			Runbook: "Run `gpu-tenancy pending` for the claim's classes and the scheduler's reason, and `gpu-tenancy capacity` for free " +
 				"devices: none free in the class (add GPU nodes or wait), or a claim the tenant's classes cannot satisfy.",
-			Metrics: []string{"kube_namespace_labels", "kube_pod_created", "kube_pod_resourceclaim_info", "kube_pod_status_scheduled"},
+			Metrics: pendingMetrics,
 		},
 		{
 			Name: TenantQuotaExhausted,
