@@ -260,13 +260,22 @@ func TestAnUpgradeFrom135To136ChangesOnlyTheClusterVersion(t *testing.T) {
 		t.Run(tt.stack, func(t *testing.T) {
 			root := project(t, tt.stack)
 			t.Chdir(root)
-			before, err := makePlan(tt.stack, tt.stack)
-			require.NoError(t, err)
 			file := stackFile(tt.stack)
 			raw, err := os.ReadFile(file)
 			require.NoError(t, err)
-			require.Contains(t, string(raw), `kubernetesVersion: "1.35"`, "the example stack is on 1.35")
-			require.NoError(t, os.WriteFile(file, []byte(strings.Replace(string(raw), `kubernetesVersion: "1.35"`, `kubernetesVersion: "1.36"`, 1)), 0o644))
+			// The example stack as it was on 1.35, before a tenant asked for GPUs by name (which needs 1.36).
+			var lines []string
+			for _, l := range strings.Split(string(raw), "\n") {
+				if !strings.Contains(l, "gpuAccess: ") {
+					lines = append(lines, l)
+				}
+			}
+			at136 := strings.Join(lines, "\n")
+			require.Contains(t, at136, `kubernetesVersion: "1.36"`, "the example stack is on 1.36")
+			require.NoError(t, os.WriteFile(file, []byte(strings.Replace(at136, `kubernetesVersion: "1.36"`, `kubernetesVersion: "1.35"`, 1)), 0o644))
+			before, err := makePlan(tt.stack, tt.stack)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(file, []byte(at136), 0o644))
 			after, err := makePlan(tt.stack, tt.stack)
 			require.NoError(t, err)
 
