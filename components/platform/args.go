@@ -275,7 +275,7 @@ func (c *PlatformArgs) extendedResourceNames(t TenantArgs) map[string]string {
 }
 
 // offeredClasses are the classes a tenant may ask for by name, as it reads them inside its vCluster: each with what
-// one device is, from the models of the pools that offer it, and the tenant's quota.
+// one device is, from the models of the pools that offer it.
 func (c *PlatformArgs) offeredClasses(t TenantArgs) []vcluster.OfferedClass {
 	names := c.extendedResourceNames(t)
 	var out []vcluster.OfferedClass
@@ -294,7 +294,7 @@ func (c *PlatformArgs) offeredClasses(t TenantArgs) []vcluster.OfferedClass {
 		if class.Device == tenancy.MIG {
 			gives = "a MIG " + class.MIGProfile + " slice of a " + strings.Join(models, " or of a ")
 		}
-		out = append(out, vcluster.OfferedClass{Class: class.Name, ResourceName: name, Gives: gives, Quota: t.GPUQuota[class.Name]})
+		out = append(out, vcluster.OfferedClass{Class: class.Name, ResourceName: name, Gives: gives})
 	}
 	return out
 }

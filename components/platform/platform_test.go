@@ -386,8 +386,9 @@ func TestATenantAskingForGPUsByNameNeedsNoLicence(t *testing.T) {
 	assert.Equal(t, map[string]any{"registry": "ghcr.io", "repository": "loft-sh/vcluster-oss", "tag": vcluster.VClusterVersion},
 		legal["controlPlane"].(map[string]any)["statefulSet"].(map[string]any)["image"], "the open-source syncer")
 	manifests := legal["experimental"].(map[string]any)["deploy"].(map[string]any)["vcluster"].(map[string]any)["manifests"].(string)
-	assert.Contains(t, manifests, "gpu-whole: |\n    class: gpu-whole\n    gives: a whole NVIDIA A100-SXM4-40GB\n    name: gpu-tenancy.io/gpu-whole\n    quota: 3\n",
-		"the tenant reads its class's name, what it gives and its quota inside its vCluster")
+	assert.Contains(t, manifests, "gpu-whole: |\n    class: gpu-whole\n    gives: a whole NVIDIA A100-SXM4-40GB\n    name: gpu-tenancy.io/gpu-whole\n",
+		"the tenant reads its class's name and what it gives inside its vCluster")
+	assert.NotContains(t, manifests, "3", "a quota change does not touch the vCluster's config")
 	assert.NotContains(t, manifests, "gpu-slice", "and nothing of another tenant's")
 	assert.NotContains(t, research, "experimental", "a tenant that asks for no class by name is offered none")
 	assert.Contains(t, research, "platform", "the tenant on claims keeps its platform connection")

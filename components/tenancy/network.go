@@ -63,6 +63,10 @@ const (
 // DefaultAPIServerPorts are the API server's usual endpoint ports: 443 (GKE) and 6443 (kubeadm-style, Kapsule).
 var DefaultAPIServerPorts = []int{443, 6443}
 
+// PlatformIngressPolicy admits the vCluster Platform's namespace, which proxies to the tenant's vCluster API; a tenant
+// whose vCluster connects to no platform has none. Its resource is named <tenant>-PlatformIngressPolicy.
+const PlatformIngressPolicy = "allow-ingress-platform"
+
 // NetworkArgs are the network settings every tenant namespace shares: ingress is denied except from the same
 // namespace (so from no other tenant) and IngressFromNamespaces; egress is allowed to the internet except the metadata
 // endpoints and each tenant's blocked CIDRs, to DNS, within the namespace and to the API server.
@@ -222,7 +226,7 @@ func networkPolicies(cfg networkConfig) []networkPolicy {
 			from = append(from, networkingv1.NetworkPolicyPeerArgs{NamespaceSelector: matchLabels(namespaceNameLabel, ns)})
 		}
 		policies = append(policies, networkPolicy{
-			name:    "allow-ingress-platform",
+			name:    PlatformIngressPolicy,
 			types:   []string{"Ingress"},
 			ingress: networkingv1.NetworkPolicyIngressRuleArray{networkingv1.NetworkPolicyIngressRuleArgs{From: from}},
 		})

@@ -8,12 +8,12 @@ import (
 )
 
 // OfferedClass is one class a tenant may ask for by its extended-resource name, as the tenant reads it inside its own
-// vCluster: the name, what one device of it is, and how many the tenant may hold.
+// vCluster: the name and what one device of it is. The tenant's quota is not among them: the vCluster's values are its
+// config, and a change of them restarts its control plane, which a quota change must not.
 type OfferedClass struct {
 	Class        string `json:"class"`
 	ResourceName string `json:"name"`
 	Gives        string `json:"gives"`
-	Quota        int    `json:"quota"`
 }
 
 // Where a tenant reads its offered classes inside its vCluster: kube-public is readable by every user of the cluster
@@ -39,7 +39,7 @@ func offeredManifest(classes []OfferedClass) (string, error) {
 		}
 	}
 	data["usage"] = fmt.Sprintf("Ask for a class by its name in a container, in whole devices: resources: {limits: {%s: 1}}. "+
-		"A pod over your quota is refused when it is created.", example)
+		"A pod over your quota of the class is refused when it is created, with the quota's message.", example)
 	raw, err := yaml.Marshal(map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": OfferedConfigMap, "namespace": OfferedNamespace},

@@ -28,6 +28,8 @@ const (
 	// APIKeySecretName is the Secret a vCluster reads its platform access key from, in its own namespace: the name and
 	// place vCluster looks in by default (loft-sh/vcluster v0.36.1 pkg/platform/secret.go DefaultPlatformSecretName).
 	APIKeySecretName = "vcluster-platform-api-key"
+	// APIKeyResourceSuffix follows the vCluster's name in the name of its key Secret's resource.
+	APIKeyResourceSuffix = "-platform-api-key"
 )
 
 // DefaultPlatformChart is the platform chart installed when PlatformArgs.Chart is left empty.

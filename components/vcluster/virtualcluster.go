@@ -547,7 +547,7 @@ func NewVirtualCluster(ctx *pulumi.Context, name string, args *VirtualClusterArg
 		// The layout `vcluster platform add vcluster` writes (loft-sh/vcluster v0.36.1 pkg/platform/secret.go
 		// ApplyPlatformSecret); name ties the vCluster to the platform's instance of that name, which the key belongs
 		// to. The reader is vCluster's closed Pro build, so which keys it needs is UNCONFIRMED.
-		key, err := newSecret(ctx, name+"-platform-api-key", APIKeySecretName, a.Namespace.ToStringOutput().ToStringPtrOutput(), pulumi.StringMap{
+		key, err := newSecret(ctx, name+APIKeyResourceSuffix, APIKeySecretName, a.Namespace.ToStringOutput().ToStringPtrOutput(), pulumi.StringMap{
 			"accessKey": a.PlatformAccessKey, "host": pulumi.String(a.Platform.Host), "project": pulumi.String(a.Platform.Project),
 			"insecure": pulumi.String("false"), "name": pulumi.String(a.Tenant),
 		}, pulumi.Parent(vc))

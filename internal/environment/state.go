@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
+	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
+	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 	"maps"
 	"slices"
 	"strings"
@@ -164,20 +166,61 @@ var retiredCatalogObjects = map[string]string{
 
 // unprotectDropped lifts the protection of the DeviceClasses of classes the config no longer lists, and of the catalog
 // objects this version retired, so the up deletes them; a class still in config keeps the protection the catalog gives
-// it while tenants exist.
+// it while tenants exist. It also lifts that of each vCluster's rendered config (renderedConfigs), so a change of a
+// kept tenant's vCluster settings can replace it.
 func (s *Stack) unprotectDropped(ctx context.Context, res []stateResource) error {
 	var urns []string
-	for _, r := range droppedResources(res, s.args.ClassNames()) {
+	for _, r := range droppedResources(res, s.args.ClassNames(), s.platformFreeTenants()) {
 		s.say("%s: %s %s is no longer in the program: lifting its protection, so this up deletes it", s.opts.Stack,
 			r.Type[strings.LastIndex(r.Type, ":")+1:], urnName(r.URN))
+		urns = append(urns, r.URN)
+	}
+	for _, r := range renderedConfigs(res) {
 		urns = append(urns, r.URN)
 	}
 	return s.unprotect(ctx, urns)
 }
 
+// The vCluster chart's config Secret, as a child of the chart the program installs for each tenant.
+const (
+	secretType         = "kubernetes:core/v1:Secret"
+	networkPolicyType  = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+	chartInURN         = "$kubernetes:helm.sh/v4:Chart$"
+	renderedConfigPath = "/" + vcluster.ConfigSecretPrefix
+)
+
+// renderedConfigs are the protected config Secrets of the tenants' vClusters: the chart renders each from the tenant's
+// vCluster values (loft-sh/vcluster v0.36.1 chart/templates/config-secret.yaml), and the kubernetes provider replaces
+// a Secret whose data changes, which the protection of every tenant object refuses, so a kept tenant's vCluster
+// settings (its gpuAccess, its Pod Security level, the images) could never change. The Secret holds those values and
+// nothing of the tenant's; the program protects it again as it writes it, and the tenant's namespace, volumes and
+// Secrets keep their protection.
+func renderedConfigs(res []stateResource) []stateResource {
+	var out []stateResource
+	for _, r := range res {
+		if r.Protect && r.Type == secretType && strings.Contains(r.URN, chartInURN) && strings.Contains(urnName(r.URN), renderedConfigPath) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// platformFreeTenants are the tenants of the config whose vCluster connects to no platform (gpuAccess without claim
+// sync).
+func (s *Stack) platformFreeTenants() []string {
+	var out []string
+	for _, t := range s.args.Tenants {
+		if !s.args.GPUAccessOf(t).SyncsClaims() {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
 // droppedResources are the protected resources of the state that the program no longer declares: the DeviceClasses of
-// classes not among classNames, and the retired catalog objects.
-func droppedResources(res []stateResource, classNames []string) []stateResource {
+// classes not among classNames, the retired catalog objects, and the platform's ingress policy and access key Secret of
+// each tenant of platformFree, whose vCluster connects to no platform.
+func droppedResources(res []stateResource, classNames, platformFree []string) []stateResource {
 	var dropped []stateResource
 	for _, r := range res {
 		if !r.Protect {
@@ -185,6 +228,11 @@ func droppedResources(res []stateResource, classNames []string) []stateResource 
 		}
 		name := urnName(r.URN)
 		switch {
+		case slices.ContainsFunc(platformFree, func(t string) bool {
+			return r.Type == networkPolicyType && name == t+"-"+tenancy.PlatformIngressPolicy ||
+				r.Type == secretType && name == t+vcluster.APIKeyResourceSuffix
+		}):
+			dropped = append(dropped, r)
 		case r.Type == deviceClassType:
 			if !slices.ContainsFunc(classNames, func(class string) bool { return name == platform.CatalogName+"-"+class }) {
 				dropped = append(dropped, r)
