@@ -806,6 +806,16 @@ func TestDeviceClassesMapOnlyTheCatalogsNames(t *testing.T) {
 		{"a catalog class given another name denied", class("a100", "example.com/a100"), class("a100", "gpu-tenancy.io/a100"),
 			[]string{"may not map example.com/a100"}},
 		{"the name of a class not asked for by name denied", class("l4", "gpu-tenancy.io/l4"), nil, []string{"may not map gpu-tenancy.io/l4"}},
+		{"a name given to a class that had none denied", class("l4", "gpu-tenancy.io/l4"), class("l4", ""), []string{"may not map gpu-tenancy.io/l4"}},
+		{"a class keeping a name the catalog no longer carries is updated (its finalizers, as it is deleted)", func() *resourceapi.DeviceClass {
+			c := class("l4", "gpu-tenancy.io/l4")
+			c.Finalizers = nil
+			return c
+		}(), func() *resourceapi.DeviceClass {
+			c := class("l4", "gpu-tenancy.io/l4")
+			c.Finalizers = []string{"foregroundDeletion"}
+			return c
+		}(), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -598,7 +598,7 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		assert.NoError(t, err)
 	})
 
-	t.Run("switching a tenant's GPU access keeps its data, and a switch that would strand synced claims is refused", func(t *testing.T) {
+	t.Run("a switch of GPU access that would strand synced claims is refused, and one that would not keeps the tenant's data", func(t *testing.T) {
 		ns := naming.Namespace("audit-ai")
 		nsBefore, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		require.NoError(t, err)
@@ -610,6 +610,16 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 
 		switched := audit
 		switched.GPUAccess = vcluster.ExtendedResources
+		// A claim its vCluster synced (as the Pro sync writes it): the open-source syncer would leave it, and its
+		// device, behind, so the switch is refused until it is gone.
+		_, err = client.ResourceV1().ResourceClaims(ns).Create(ctx, probe.Claim(ns, "synced-by-pro", probe.Request{Classes: []string{slice}}),
+			metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = env.open(ctx, append(tenants, switched)).Up(ctx)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "tenant audit-ai's namespace vcluster-audit-ai holds claims its vCluster synced (synced-by-pro)")
+		require.NoError(t, client.ResourceV1().ResourceClaims(ns).Delete(ctx, "synced-by-pro", metav1.DeleteOptions{}))
+
 		res, err := env.open(ctx, append(tenants, switched)).Up(ctx)
 		require.NoError(t, err, "the engine's last words:\n%s", lastWords(err))
 		changes := *res.Summary.ResourceChanges
@@ -629,13 +639,6 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		for _, rule := range role.Rules {
 			assert.NotContains(t, rule.Resources, "resourceclaims", "the open-source syncer is granted no claims")
 		}
-
-		// research-ai holds claims its vCluster synced (the allocation checks made them): leaving claim sync would strand them.
-		strand := append([]platform.TenantArgs(nil), tenants...)
-		strand[1].GPUAccess = vcluster.ExtendedResources
-		_, err = env.open(ctx, append(strand, switched)).Up(ctx)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "tenant research-ai's namespace vcluster-research-ai holds claims its vCluster synced")
 
 		_, err = env.open(ctx, append(tenants, audit)).Up(ctx)
 		require.NoError(t, err, "and back; the engine's last words:\n%s", lastWords(err))
