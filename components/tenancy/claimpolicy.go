@@ -175,15 +175,15 @@ func extendedResourceClaimPolicy(writers []string) admissionPolicy {
 // grant covers; the pod guard refuses nvidia.com/ names in tenant namespaces.
 func extendedResourceClassPolicy(named map[string]string) admissionPolicy {
 	return admissionPolicy{
-		name:            ExtendedResourceClassPolicy,
-		rules:           []admissionRule{{group: "resource.k8s.io", resources: []string{"deviceclasses"}, operations: createUpdate}},
+		name:  ExtendedResourceClassPolicy,
+		rules: []admissionRule{{group: "resource.k8s.io", resources: []string{"deviceclasses"}, operations: createUpdate}},
 		// Only a name set or changed: a class that took its name while the catalog allowed it keeps being updated
 		// (labels, and the garbage collector's finalizers when it is deleted), whatever the catalog says now; a name
 		// the catalog no longer carries leaves no path around the grants, since the scheduler's claims meet every
 		// claim guard.
 		matchConditions: []celNamed{{"sets-a-name", `object.spec.?extendedResourceName.orValue('') != '' &&
 	(request.operation == 'CREATE' || object.spec.?extendedResourceName.orValue('') != oldObject.spec.?extendedResourceName.orValue(''))`}},
-		variables:       []celNamed{{"name", `object.spec.extendedResourceName`}},
+		variables: []celNamed{{"name", `object.spec.extendedResourceName`}},
 		validations: []celValidation{{
 			expression: `variables.name in $NAMED ? $NAMED[variables.name] == object.metadata.name : variables.name.startsWith($DRIVER_PREFIX)`,
 			message: `variables.name in $NAMED
