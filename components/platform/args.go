@@ -246,38 +246,54 @@ func (c *PlatformArgs) tenant(name string) TenantArgs {
 	return TenantArgs{}
 }
 
-// ExtendedResourceClasses are the classes whose DeviceClass carries its extended-resource name, in catalog order:
-// those granted to a tenant that asks for GPUs by name.
-func (c *PlatformArgs) ExtendedResourceClasses() []string {
-	var out []string
-	for _, class := range c.GPUClasses {
-		for _, t := range c.Tenants {
-			if c.GPUAccessOf(t).NamesClasses() && slices.Contains(t.Classes, class.Name) {
-				out = append(out, class.Name)
-				break
+// namedClasses maps each class whose DeviceClass carries its extended-resource name to that name: the classes
+// granted to a tenant that asks for GPUs by name. One pass over the tenants, so callers compute it once per program.
+func (c *PlatformArgs) namedClasses() map[string]string {
+	asked := map[string]bool{}
+	for _, t := range c.Tenants {
+		if c.GPUAccessOf(t).NamesClasses() {
+			for _, class := range t.Classes {
+				asked[class] = true
 			}
 		}
 	}
-	return out
+	named := map[string]string{}
+	for _, class := range c.GPUClasses {
+		if asked[class.Name] {
+			named[class.Name] = class.ResourceName()
+		}
+	}
+	return named
 }
 
-// extendedResourceNames are the extended-resource names of a tenant's granted classes that carry one, by class: a
-// tenant granted such a class is capped on its name whatever its own mode, since the name's guard reads the grant.
-func (c *PlatformArgs) extendedResourceNames(t TenantArgs) map[string]string {
-	named := c.ExtendedResourceClasses()
-	out := map[string]string{}
+// ExtendedResourceClasses are the classes whose DeviceClass carries its extended-resource name (namedClasses), in
+// catalog order.
+func (c *PlatformArgs) ExtendedResourceClasses() []string {
+	named := c.namedClasses()
+	var out []string
 	for _, class := range c.GPUClasses {
-		if slices.Contains(named, class.Name) && slices.Contains(t.Classes, class.Name) {
-			out[class.Name] = class.ResourceName()
+		if _, ok := named[class.Name]; ok {
+			out = append(out, class.Name)
 		}
 	}
 	return out
 }
 
-// offeredClasses are the classes a tenant may ask for by name, as it reads them inside its vCluster: each with what
-// one device is, from the models of the pools that offer it.
-func (c *PlatformArgs) offeredClasses(t TenantArgs) []vcluster.OfferedClass {
-	names := c.extendedResourceNames(t)
+// extendedResourceNames are the names, by class, of a tenant's granted classes among named (namedClasses): a tenant
+// granted such a class is capped on its name whatever its own mode, since the name's guard reads the grant.
+func extendedResourceNames(t TenantArgs, named map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, class := range t.Classes {
+		if name, ok := named[class]; ok {
+			out[class] = name
+		}
+	}
+	return out
+}
+
+// offeredClasses are the classes a tenant may ask for by name (names, its extendedResourceNames), as it reads them
+// inside its vCluster, in catalog order: each with what one device is, from the models of the pools that offer it.
+func (c *PlatformArgs) offeredClasses(names map[string]string) []vcluster.OfferedClass {
 	var out []vcluster.OfferedClass
 	for _, class := range c.GPUClasses {
 		name, ok := names[class.Name]

@@ -136,9 +136,10 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 		tenantOpts = append(tenantOpts, pulumi.DependsOnInputs(a.probeBuiltCluster(ctx, cl.Kubeconfig, tenants, warn)))
 	}
 	outputs := pulumi.Map{}
+	named := a.namedClasses()
 	for _, t := range tenants {
-		t.GPUAccess, t.ExtendedResourceNames = a.GPUAccessOf(t), a.extendedResourceNames(t)
-		out, err := shared.newTenant(ctx, t, a.offeredClasses(t), tenantOpts...)
+		t.GPUAccess, t.ExtendedResourceNames = a.GPUAccessOf(t), extendedResourceNames(t, named)
+		out, err := shared.newTenant(ctx, t, a.offeredClasses(t.ExtendedResourceNames), tenantOpts...)
 		if err != nil {
 			return nil, err
 		}
@@ -409,10 +410,11 @@ func (c *PlatformArgs) driverRoot() string {
 
 // monitoringArgs are the monitoring component's args.
 func (c *PlatformArgs) monitoringArgs() monitoring.MonitoringArgs {
+	named := c.namedClasses()
 	var names []string
 	for _, class := range c.GPUClasses {
-		if slices.Contains(c.ExtendedResourceClasses(), class.Name) {
-			names = append(names, class.ResourceName())
+		if name, ok := named[class.Name]; ok {
+			names = append(names, name)
 		}
 	}
 	return monitoring.MonitoringArgs{Spec: c.Monitoring, Flavour: c.Cloud, Project: c.GKE.Project,

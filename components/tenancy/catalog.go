@@ -296,11 +296,11 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 	}
 
 	names := make([]string, 0, len(args.Classes))
-	named := map[string]string{}
+	named, resourceNames := map[string]string{}, map[string]string{}
 	for _, class := range args.Classes {
 		names = append(names, class.Name)
 		if slices.Contains(args.ExtendedResourceClasses, class.Name) {
-			named[class.ResourceName()] = class.Name
+			named[class.ResourceName()], resourceNames[class.Name] = class.Name, class.ResourceName()
 		}
 	}
 	var classGuard pulumi.Resource
@@ -315,12 +315,9 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 		}
 	}
 	for _, class := range args.Classes {
-		resourceName := ""
-		if slices.Contains(args.ExtendedResourceClasses, class.Name) {
-			resourceName = class.ResourceName()
-		}
 		// After the guard that checks the classes' names, so a renamed class meets the guard that knows its name.
-		dc, err := newDeviceClass(ctx, name, class, resourceName, tenantsOf(args.Grants, class.Name), c, pulumi.DependsOn([]pulumi.Resource{classGuard}))
+		dc, err := newDeviceClass(ctx, name, class, resourceNames[class.Name], tenantsOf(args.Grants, class.Name), c,
+			pulumi.DependsOn([]pulumi.Resource{classGuard}))
 		if err != nil {
 			return nil, err
 		}
