@@ -44,6 +44,10 @@ type SupportedMinor struct {
 	Source string
 	// Verified says the date was read at Source; a row that could not be checked only warns once past its date.
 	Verified bool
+	// ExtendedResources is the cloud's page that says its clusters of this minor keep a DeviceClass's
+	// extended-resource name (the DRAExtendedResource feature gate on, ExtendedResourcesMinor); empty when no such page
+	// could be read here, and a preview of a tenant asking for GPUs by name says so.
+	ExtendedResources string
 }
 
 // SupportTable is a cloud's supported Kubernetes minors, oldest first, each with its end of support.
@@ -65,6 +69,17 @@ func (t SupportTable) row(minor int) (SupportedMinor, bool) {
 		}
 	}
 	return SupportedMinor{}, false
+}
+
+// ExtendedResourcesUnverified says whether v is a minor of the table whose row does not vouch for extended-resource
+// names (SupportedMinor.ExtendedResources): a row not read here, or a minor newer than the table's.
+func (t SupportTable) ExtendedResourcesUnverified(v string) bool {
+	minor, ok := MinorOf(v)
+	if !ok || minor < ExtendedResourcesMinor {
+		return false
+	}
+	r, ok := t.row(minor)
+	return !ok || r.ExtendedResources == ""
 }
 
 // Allowed are the minors the table supports on day now, as "1.35, 1.36"; the range a refusal names.

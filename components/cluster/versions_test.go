@@ -55,3 +55,24 @@ func TestCheckKubernetesVersion(t *testing.T) {
 		})
 	}
 }
+
+func TestExtendedResourcesUnverified(t *testing.T) {
+	table := SupportTable{Cloud: "Cloud", Rows: []SupportedMinor{
+		{Minor: 35, EndOfSupport: Date(2027, 6, 30)},
+		{Minor: 36, EndOfSupport: Date(2027, 10, 31)},
+		{Minor: 37, EndOfSupport: Date(2028, 2, 28), ExtendedResources: "https://example.test/37-dra"},
+	}}
+	for _, c := range []struct {
+		name, version string
+		want          bool
+	}{
+		{"a minor before the feature, which validation refuses instead", "1.35", false},
+		{"a row with no page that vouches for it", "1.36", true},
+		{"a patch of such a row", "1.36.2-gke.100", true},
+		{"a row whose page vouches for it", "1.37", false},
+		{"a minor newer than the table", "1.38", true},
+		{"not a version", "latest", false},
+	} {
+		t.Run(c.name, func(t *testing.T) { assert.Equal(t, c.want, table.ExtendedResourcesUnverified(c.version)) })
+	}
+}

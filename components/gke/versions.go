@@ -12,6 +12,10 @@ const releaseSchedule = "https://cloud.google.com/kubernetes-engine/docs/release
 // (https://cloud.google.com/kubernetes-engine/versioning). 1.37 is in the Rapid channel only, with no published end of
 // support yet (https://cloud.google.com/kubernetes-engine/docs/release-notes), so it is left to the newer-than-known
 // warning.
+//
+// No row vouches for extended-resource names (SupportedMinor.ExtendedResources): no page of GKE read here says whether
+// its clusters turn on the DRAExtendedResource feature gate that upstream Kubernetes turns on from 1.36, so a preview
+// of a tenant asking for GPUs by name warns, and the up asks the built cluster itself.
 var SupportedVersions = cluster.SupportTable{Cloud: "GKE", Rows: []cluster.SupportedMinor{
 	{Minor: 35, EndOfSupport: cluster.Date(2027, 4, 11), Source: releaseSchedule},
 	{Minor: 36, EndOfSupport: cluster.Date(2027, 8, 9), Source: releaseSchedule},

@@ -291,12 +291,13 @@ func extendedResourceNames(t TenantArgs, named map[string]string) map[string]str
 	return out
 }
 
-// offeredClasses are the classes a tenant may ask for by name (names, its extendedResourceNames), as it reads them
-// inside its vCluster, in catalog order: each with what one device is, from the models of the pools that offer it.
-func (c *PlatformArgs) offeredClasses(names map[string]string) []vcluster.OfferedClass {
+// offeredClasses are the classes a tenant may ask for by name (its ExtendedResourceNames), as it reads them inside
+// its vCluster, in catalog order: each with what one device is, from the models of the pools that offer it, and the
+// tenant's quota of it.
+func (c *PlatformArgs) offeredClasses(t TenantArgs) []vcluster.OfferedClass {
 	var out []vcluster.OfferedClass
 	for _, class := range c.GPUClasses {
-		name, ok := names[class.Name]
+		name, ok := t.ExtendedResourceNames[class.Name]
 		if !ok {
 			continue
 		}
@@ -310,7 +311,7 @@ func (c *PlatformArgs) offeredClasses(names map[string]string) []vcluster.Offere
 		if class.Device == tenancy.MIG {
 			gives = "a MIG " + class.MIGProfile + " slice of a " + strings.Join(models, " or of a ")
 		}
-		out = append(out, vcluster.OfferedClass{Class: class.Name, ResourceName: name, Gives: gives})
+		out = append(out, vcluster.OfferedClass{Class: class.Name, ResourceName: name, Gives: gives, Quota: t.GPUQuota[class.Name]})
 	}
 	return out
 }

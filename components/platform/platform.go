@@ -139,7 +139,7 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	named := a.namedClasses()
 	for _, t := range tenants {
 		t.GPUAccess, t.ExtendedResourceNames = a.GPUAccessOf(t), extendedResourceNames(t, named)
-		out, err := shared.newTenant(ctx, t, a.offeredClasses(t.ExtendedResourceNames), tenantOpts...)
+		out, err := shared.newTenant(ctx, t, a.offeredClasses(t), tenantOpts...)
 		if err != nil {
 			return nil, err
 		}
@@ -524,11 +524,21 @@ var cloudClusters = map[cluster.Flavour]struct {
 // Kubernetes version the cloud's support table cannot vouch for, said on every preview and up.
 func (c *PlatformArgs) exposures() []string {
 	var said []string
+	var versions cluster.SupportTable
 	switch c.Cloud {
 	case cluster.GKE:
-		said = c.GKE.VersionCheck(c.Keys.Path(keyGKE), c.today()).Warnings
+		said, versions = c.GKE.VersionCheck(c.Keys.Path(keyGKE), c.today()).Warnings, gke.SupportedVersions
 	case cluster.Scaleway:
-		said = c.Scaleway.VersionCheck(c.Keys.Path(keyScaleway), c.today()).Warnings
+		said, versions = c.Scaleway.VersionCheck(c.Keys.Path(keyScaleway), c.today()).Warnings, scaleway.SupportedVersions
+	}
+	if i := c.firstNamingTenant(); i >= 0 {
+		if key, v := c.kubernetesVersion(c.Keys.Path); key != nil && v != "" && versions.ExtendedResourcesUnverified(v) {
+			said = append(said, fmt.Sprintf("tenant %s asks for GPUs by extended-resource name (%s), and no page of %s "+
+				"that says its %s clusters keep a DeviceClass's extended-resource name could be read for this release's "+
+				"table: Kubernetes turns the feature on from 1.%d, and the up asks the built cluster by a server-side dry "+
+				"run before any tenant is created, refusing it if the name is dropped", c.Tenants[i].Name,
+				c.gpuAccessKey(i), versions.Cloud, v, cluster.ExtendedResourcesMinor))
+		}
 	}
 	if len(c.Tenants) > 0 && !c.platformPool() {
 		key := map[cluster.Flavour]string{cluster.GKE: "gke.tenantPool", cluster.Scaleway: "scaleway.tenantPool",

@@ -386,9 +386,8 @@ func TestATenantAskingForGPUsByNameNeedsNoLicence(t *testing.T) {
 	assert.Equal(t, map[string]any{"registry": "ghcr.io", "repository": "loft-sh/vcluster-oss", "tag": vcluster.VClusterVersion},
 		legal["controlPlane"].(map[string]any)["statefulSet"].(map[string]any)["image"], "the open-source syncer")
 	manifests := legal["experimental"].(map[string]any)["deploy"].(map[string]any)["vcluster"].(map[string]any)["manifests"].(string)
-	assert.Contains(t, manifests, "gpu-whole: |\n    class: gpu-whole\n    gives: a whole NVIDIA A100-SXM4-40GB\n    name: gpu-tenancy.io/gpu-whole\n",
-		"the tenant reads its class's name and what it gives inside its vCluster")
-	assert.NotContains(t, manifests, "3", "a quota change does not touch the vCluster's config")
+	assert.Contains(t, manifests, "gpu-whole: |\n    class: gpu-whole\n    gives: a whole NVIDIA A100-SXM4-40GB\n    name: gpu-tenancy.io/gpu-whole\n    quota: 3\n",
+		"the tenant reads its class's name, what it gives and its quota inside its vCluster")
 	assert.NotContains(t, manifests, "gpu-slice", "and nothing of another tenant's")
 	assert.NotContains(t, research, "experimental", "a tenant that asks for no class by name is offered none")
 	assert.Contains(t, research, "platform", "the tenant on claims keeps its platform connection")
@@ -521,6 +520,7 @@ func TestTheExposuresOfTheConfigAreSaid(t *testing.T) {
 	tenant := func(name string, blocked ...string) TenantArgs {
 		return TenantArgs{TenantArgs: tenancy.TenantArgs{Name: name, BlockedEgressCIDRs: blocked}}
 	}
+	byName := func(t TenantArgs) TenantArgs { t.GPUAccess = vcluster.ExtendedResources; return t }
 	kapsule := func(cni string, tenants ...TenantArgs) PlatformArgs {
 		return PlatformArgs{Cloud: cluster.Scaleway, Scaleway: scaleway.ClusterArgs{CNI: cni}, Tenants: tenants}
 	}
@@ -547,6 +547,15 @@ func TestTheExposuresOfTheConfigAreSaid(t *testing.T) {
 		{"Kapsule on calico with every tenant blocking a range", kapsule("calico", tenant("team-a", "172.16.0.0/22")), nil},
 		{"Kapsule on cilium, whose ipBlock matches no node", kapsule("cilium", tenant("team-a")), nil},
 		{"Kapsule's default CNI, cilium", kapsule("", tenant("team-a")), nil},
+		{"a tenant asking by name on a GKE minor no page vouches for", PlatformArgs{Cloud: cluster.GKE,
+			GKE: gke.ClusterArgs{KubernetesVersion: "1.36"}, Tenants: []TenantArgs{tenant("team-a"), byName(tenant("team-b"))}},
+			[]string{"tenant team-b asks for GPUs by extended-resource name (tenants[1].gpuAccess)", "GKE",
+				"its 1.36 clusters", "server-side dry run"}},
+		{"a tenant asking by name on Kapsule", PlatformArgs{Cloud: cluster.Scaleway,
+			Scaleway: scaleway.ClusterArgs{KubernetesVersion: "1.36"}, Tenants: []TenantArgs{byName(tenant("team-a"))}},
+			[]string{"tenant team-a asks for GPUs by extended-resource name", "Kapsule"}},
+		{"tenants on claims only", PlatformArgs{Cloud: cluster.GKE, GKE: gke.ClusterArgs{KubernetesVersion: "1.36"},
+			Tenants: []TenantArgs{tenant("team-a")}}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := platformPool(c.args)

@@ -83,7 +83,7 @@ func valueCases() []struct {
 		})},
 		{"extended resources only", tenantArgs(func(a *VirtualClusterArgs) {
 			a.GPUAccess = ExtendedResources
-			a.OfferedClasses = []OfferedClass{{Class: "a100", ResourceName: "gpu-tenancy.io/a100", Gives: "a whole NVIDIA A100-SXM4-40GB"}}
+			a.OfferedClasses = []OfferedClass{{Class: "a100", ResourceName: "gpu-tenancy.io/a100", Gives: "a whole NVIDIA A100-SXM4-40GB", Quota: 2}}
 		})},
 		{"extended resources only, local chart and images", tenantArgs(func(a *VirtualClusterArgs) {
 			a.Chart = helmchart.Chart{Path: "/charts/vcluster"}

@@ -131,6 +131,7 @@ func TestVClusterAcceptsTheValuesAndKeepsEveryWideningSwitchOff(t *testing.T) {
 				manifests, _ := lookup(cfg, "experimental.deploy.vcluster.manifests")
 				assert.Contains(t, manifests, "name: "+OfferedConfigMap, "the tenant's view of its classes, deployed inside")
 				assert.Contains(t, manifests, "name: gpu-tenancy.io/a100")
+				assert.Contains(t, manifests, "quota: 2", "the tenant's quota of the class")
 			}
 		})
 	}

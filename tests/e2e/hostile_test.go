@@ -262,6 +262,24 @@ func volumeAttacks(tenant string) []attack {
 	}
 }
 
+// markedClaim is a claim of the tenant's own class marked as one the scheduler made for a pod, sent raw through one
+// version of resource.k8s.io, each with its own request shape.
+func markedClaim(version, class string) attack {
+	request := map[string]string{
+		"v1":      `{"name":"gpu","exactly":{"deviceClassName":%q}}`,
+		"v1beta2": `{"name":"gpu","exactly":{"deviceClassName":%q}}`,
+		"v1beta1": `{"name":"gpu","deviceClassName":%q,"allocationMode":"ExactCount","count":1}`,
+	}[version]
+	return attack{"a claim marked as one the scheduler made for a pod, through " + version, tenancy.ExtendedResourceClaimPolicy,
+		"may set or change " + tenancy.ExtendedResourceClaimAnnotation, func(ctx context.Context, as kubernetes.Interface, ns string) error {
+			body := fmt.Sprintf(`{"apiVersion":"resource.k8s.io/%s","kind":"ResourceClaim","metadata":{"name":"hostile-%s",`+
+				`"annotations":{%q:"true"}},"spec":{"devices":{"requests":[`+request+`]}}}`,
+				version, version, tenancy.ExtendedResourceClaimAnnotation, class)
+			return as.CoreV1().RESTClient().Post().AbsPath("/apis/resource.k8s.io", version, "namespaces", ns, "resourceclaims").
+				Param("dryRun", "All").Body([]byte(body)).Do(ctx).Error()
+		}}
+}
+
 func attacksAtEveryLevel(tenant, class string) []attack {
 	everyDeviceTaint := resourcev1.DeviceToleration{Operator: resourcev1.DeviceTolerationOpExists}
 	faulty := resourcev1.DeviceToleration{Key: "gpu.nvidia.com/xid", Operator: resourcev1.DeviceTolerationOpExists}
@@ -281,15 +299,7 @@ func attacksAtEveryLevel(tenant, class string) []attack {
 				p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{
 					corev1.ResourceName(tenancy.DefaultExtendedResourceName(otherClass)): apiresource.MustParse("1")}
 			})},
-		{"a claim marked as one the scheduler made for a pod", tenancy.ExtendedResourceClaimPolicy,
-			"may set or change " + tenancy.ExtendedResourceClaimAnnotation, func(ctx context.Context, as kubernetes.Interface, ns string) error {
-				c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns,
-					Annotations: map[string]string{tenancy.ExtendedResourceClaimAnnotation: "true"}},
-					Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpu",
-						Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class}}}}}}
-				_, err := as.ResourceV1().ResourceClaims(ns).Create(ctx, c, dryRun)
-				return err
-			}},
+		markedClaim("v1", class), markedClaim("v1beta2", class), markedClaim("v1beta1", class),
 		{"CDI devices by annotation", tenancy.NodeDevicePolicy, "annotations cdi.k8s.io/hostile", createPod(withAnnotation("cdi.k8s.io/hostile"))},
 		{"CDI devices through the NRI plugin", tenancy.NodeDevicePolicy, "annotations nvidia.cdi.k8s.io/pod", createPod(withAnnotation("nvidia.cdi.k8s.io/pod"))},
 		{"CRI-O devices by annotation", tenancy.NodeDevicePolicy, "devices.crio.io", createPod(withAnnotation("devices.crio.io"))},
@@ -630,6 +640,30 @@ func checkClaimRelease(t *testing.T, ctx context.Context) {
 				require.NoError(t, err, "the tenant's vCluster pod, which names no claim")
 				requireDenied(t, resize(controlPlane, `{"requests":{"memory":"64Gi"},"limits":{"memory":"128Gi"}}`),
 					"exceeded quota: "+naming.TenantQuota)
+			})
+			// A pod that asks for the tenant's class by name and waits behind a scheduling gate, so the scheduler
+			// gives it no claim: the status that would point it at the holder's allocated claim, which the kubelet
+			// would then prepare for it, is the scheduler's to write.
+			t.Run("a waiting pod pointed at the holder's claim", func(t *testing.T) {
+				name := tenancy.DefaultExtendedResourceName(map[string]string{legal: whole, research: slice}[tenant])
+				waiting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "by-name-gated", Namespace: ns},
+					Spec: *pod.Spec.DeepCopy()}
+				waiting.Spec.NodeName, waiting.Spec.ResourceClaims = "", nil
+				waiting.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "gpu-tenancy.io/e2e-hold"}}
+				waiting.Spec.Containers = waiting.Spec.Containers[:1]
+				waiting.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{corev1.ResourceName(name): apiresource.MustParse("1")}}
+				waiting.Spec.InitContainers, waiting.Spec.EphemeralContainers = nil, nil
+				_, err := client.CoreV1().Pods(ns).Create(ctx, waiting, metav1.CreateOptions{})
+				require.NoError(t, err)
+				t.Cleanup(func() {
+					_ = client.CoreV1().Pods(ns).Delete(context.Background(), waiting.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+				})
+				forged := fmt.Sprintf(`{"status":{"extendedResourceClaimStatus":{"requestMappings":[{"containerName":%q,`+
+					`"resourceName":%q,"requestName":"container-0-request-0"}],"resourceClaimName":%q}}}`,
+					waiting.Spec.Containers[0].Name, name, claimName)
+				requireDenied(t, rawPatch(ctx, syncer, types.MergePatchType, "/api/v1/namespaces/"+ns+"/pods/"+waiting.Name+"/status", forged),
+					tenancy.PodPhasePolicy, user)
 			})
 			t.Run("a graceful delete is admitted", func(t *testing.T) {
 				err := syncer.CoreV1().Pods(ns).Delete(ctx, podName, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll},

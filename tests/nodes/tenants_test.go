@@ -86,7 +86,7 @@ func (c *cluster) checkStorage(t *testing.T) {
 // tenant's vCluster runs under its namespace's guards, that each tenant reaches its own vCluster's API with the
 // kubeconfig the platform exports and is refused by the other's, and that what a tenant applies through its vCluster runs.
 func (c *cluster) checkTenants(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	// The local stack's passphrase, as `make demo` is run with (README, "Local stack").
 	t.Setenv("PULUMI_CONFIG_PASSPHRASE", environment.LocalPassphrase)
@@ -153,6 +153,10 @@ func (c *cluster) checkTenants(t *testing.T) {
 	t.Run("NetworkPolicies hold for packets", func(t *testing.T) { c.checkNetworkPolicy(t, ctx, clients) })
 	t.Run("what reaches past the entitlement, sent through a vCluster by its admin, is refused on the host", func(t *testing.T) {
 		c.checkHostileThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
+	})
+	// Last: it restarts research-ai's vCluster on other settings.
+	t.Run("a tenant without a licence gets the device another tenant freed", func(t *testing.T) {
+		c.checkFreedDeviceGoesToAnotherTenant(t, ctx, opts, clients)
 	})
 }
 

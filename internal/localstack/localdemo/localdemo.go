@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // stackName is the only stack this package drives, and so the only one whose state it ever drops: the local stack
@@ -53,6 +54,8 @@ type Options struct {
 	// Nodes says the control plane has real nodes (scripts/local-cluster.sh with GT_NODES): nothing is simulated,
 	// and the up waits for each tenant's vCluster to run and exports its kubeconfig (vcluster.await).
 	Nodes bool
+	// Tenants replace the stack file's tenants when set, as an operator's edit of the file would.
+	Tenants []platform.TenantArgs
 }
 
 // demo is one run: the options with their defaults, and the local stack file.
@@ -122,47 +125,66 @@ func Up(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	cs, err := d.apply(ctx)
+	if err != nil {
+		return err
+	}
+	return d.show(ctx, cs)
+}
+
+// Apply brings the local stack up as Up does, and starts none of the demo's jobs.
+func Apply(ctx context.Context, o Options) error {
+	d, err := newDemo(o)
+	if err != nil {
+		return err
+	}
+	_, err = d.apply(ctx)
+	return err
+}
+
+// apply simulates the GPU nodes unless they are real, and brings the local stack up on the control plane.
+func (d *demo) apply(ctx context.Context) (kubernetes.Interface, error) {
 	cs, cluster, err := connect(ctx, d.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("%w (start the control plane: scripts/local-cluster.sh up)", err)
+		return nil, fmt.Errorf("%w (start the control plane: scripts/local-cluster.sh up)", err)
 	}
 	if !d.Nodes {
 		d.say("==> simulating GPU nodes: 2 x whole A100 (a100-whole), 1 x A100 in MIG 1g.5gb (a100-mig)")
 		if err := simhw.Apply(ctx, cs); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	st, err := d.open(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if dropped, err := d.dropIfElsewhere(ctx, st, cluster); err != nil {
-		return err
+		return nil, err
 	} else if dropped {
 		if st, err = d.open(ctx); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := writeRecord(d.WorkDir, cluster); err != nil {
-		return fmt.Errorf("recording the cluster of stack local: %w", err)
+		return nil, fmt.Errorf("recording the cluster of stack local: %w", err)
 	}
 	d.say("==> pulumi up of stack local%s", d.progressIn())
 	if why, err := d.interrupted(st); err != nil {
-		return err
+		return nil, err
 	} else if why != "" {
 		d.say("    %s: recovering it, then up", why)
 		if err := st.Recover(ctx, environment.OpUp); err != nil {
-			return fmt.Errorf("recovering stack local failed%s: %w", d.seeProgress(), err)
+			return nil, fmt.Errorf("recovering stack local failed%s: %w", d.seeProgress(), err)
 		}
 		d.say("    recovered\n")
 	} else {
 		res, err := st.Up(ctx)
 		if err != nil {
-			return fmt.Errorf("pulumi up failed%s: %w", d.seeProgress(), err)
+			return nil, fmt.Errorf("pulumi up failed%s: %w", d.seeProgress(), err)
 		}
 		d.say("    %v\n", *res.Summary.ResourceChanges)
 	}
-	return d.show(ctx, cs)
+	return cs, nil
 }
 
 // Down destroys the local stack when its cluster is the one the state was built against, recovering an interrupted
@@ -228,6 +250,11 @@ func (d *demo) open(ctx context.Context) (*environment.Stack, error) {
 		}
 		vc["await"] = true
 		if err := setConfig(config, platform.ConfigNamespace+":vcluster", vc); err != nil {
+			return nil, err
+		}
+	}
+	if d.Tenants != nil {
+		if err := setConfig(config, platform.ConfigNamespace+":tenants", d.Tenants); err != nil {
 			return nil, err
 		}
 	}
@@ -356,8 +383,11 @@ func (d *demo) deleteDemoPods(ctx context.Context, cs kubernetes.Interface) erro
 	return nil
 }
 
-// tenants are the tenants of the local stack file.
+// tenants are the local stack's tenants: Options.Tenants, else the stack file's.
 func (d *demo) tenants() ([]platform.TenantArgs, error) {
+	if d.Tenants != nil {
+		return d.Tenants, nil
+	}
 	var tenants []platform.TenantArgs
 	if err := json.Unmarshal([]byte(d.stackFile.Values[platform.ConfigNamespace+":tenants"]), &tenants); err != nil {
 		return nil, fmt.Errorf("tenants of the local stack: %w", err)
@@ -412,13 +442,13 @@ const gpuPodWait = 2 * time.Minute
 
 // showGPUPods prints, for each tenant, what its GPU pod saw on its real node: the device nodes and UUID its claim's CDI
 // spec gave the container, which the GPU probe prints.
-func (d *demo) showGPUPods(ctx context.Context, cs kubernetes.Interface, tenants []platform.TenantArgs) error {
+func (d *demo) showGPUPods(ctx context.Context, cs kubernetes.Interface, rows []row) {
 	d.say("\n==> each tenant's GPU pod, running on a real node, prints the devices its claim gave it")
-	for _, t := range tenants {
-		if len(t.Classes) == 0 {
+	for _, r := range rows {
+		if r.gpuPod == "" {
 			continue
 		}
-		ns, name := naming.Namespace(t.Name), "demo-"+t.Classes[0]
+		ns, name := naming.Namespace(r.tenant), r.gpuPod
 		var logs []byte
 		err := wait.PollUntilContextTimeout(ctx, time.Second, gpuPodWait, true, func(ctx context.Context) (bool, error) {
 			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -429,12 +459,11 @@ func (d *demo) showGPUPods(ctx context.Context, cs kubernetes.Interface, tenants
 			return err == nil && len(logs) > 0, nil
 		})
 		if err != nil {
-			d.say("%s %s: did not run within %s", t.Name, name, gpuPodWait)
+			d.say("%s %s: did not run within %s", r.tenant, name, gpuPodWait)
 			continue
 		}
-		d.say("%s %s:\n    %s", t.Name, name, strings.ReplaceAll(strings.TrimSpace(string(logs)), "\n", "\n    "))
+		d.say("%s %s:\n    %s", r.tenant, name, strings.ReplaceAll(strings.TrimSpace(string(logs)), "\n", "\n    "))
 	}
-	return nil
 }
 
 // show prints the tenants' table, starts the claim that waits, and says how to look around.
@@ -443,7 +472,11 @@ func (d *demo) show(ctx context.Context, cs kubernetes.Interface) error {
 	if err != nil {
 		return err
 	}
-	rows, err := d.tenantRows(ctx, cs, tenants)
+	vClusters, err := d.namingVClusters(ctx, tenants)
+	if err != nil {
+		return err
+	}
+	rows, err := d.tenantRows(ctx, cs, tenants, vClusters)
 	if err != nil {
 		return err
 	}
@@ -459,8 +492,14 @@ func (d *demo) show(ctx context.Context, cs kubernetes.Interface) error {
 		return err
 	}
 	if d.Nodes {
-		if err := d.showGPUPods(ctx, cs, tenants); err != nil {
-			return err
+		d.showGPUPods(ctx, cs, rows)
+		for _, t := range tenants {
+			if vc, ok := vClusters[t.Name]; ok && len(t.Classes) > 0 {
+				if err := d.overQuotaByName(ctx, vc, t); err != nil {
+					return err
+				}
+				break
+			}
 		}
 	}
 	if len(tenants) > 0 {
@@ -479,6 +518,36 @@ Stop: make demo-down
 	return nil
 }
 
+// namingVClusters are clients of the vClusters of the tenants that ask for their classes by name, each with the
+// tenant's own kubeconfig; none without real nodes, where no vCluster runs.
+func (d *demo) namingVClusters(ctx context.Context, tenants []platform.TenantArgs) (map[string]kubernetes.Interface, error) {
+	if !d.Nodes {
+		return nil, nil
+	}
+	configs, err := d.kubeconfigs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]kubernetes.Interface{}
+	for _, t := range tenants {
+		names, err := d.namesClasses(t)
+		if err != nil {
+			return nil, err
+		}
+		if !names {
+			continue
+		}
+		cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(configs[t.Name]))
+		if err != nil {
+			return nil, fmt.Errorf("the kubeconfig stack local exports for %s: %w", t.Name, err)
+		}
+		if out[t.Name], err = kubernetes.NewForConfig(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // TenantKubeconfigs are the kubeconfigs the local stack exports, by tenant: each tenant's own credentials for its
 // vCluster, exported once its vCluster runs (Options.Nodes), empty before.
 func TenantKubeconfigs(ctx context.Context, o Options) (map[string]string, error) {
@@ -486,6 +555,10 @@ func TenantKubeconfigs(ctx context.Context, o Options) (map[string]string, error
 	if err != nil {
 		return nil, err
 	}
+	return d.kubeconfigs(ctx)
+}
+
+func (d *demo) kubeconfigs(ctx context.Context) (map[string]string, error) {
 	st, err := d.open(ctx)
 	if err != nil {
 		return nil, err

@@ -159,8 +159,15 @@ func WaitAllocated(ctx context.Context, cs kubernetes.Interface, namespace, pod 
 }
 
 // ClaimOf is the name of the claim a pod's first resource claim refers to: the named claim, or the one generated from
-// its template; "" until the claim controller has generated it.
+// its template; for a pod that asks for a class by its extended-resource name, the claim the scheduler made for it;
+// "" until that claim is made.
 func ClaimOf(p *corev1.Pod) string {
+	if len(p.Spec.ResourceClaims) == 0 {
+		if s := p.Status.ExtendedResourceClaimStatus; s != nil {
+			return s.ResourceClaimName
+		}
+		return ""
+	}
 	if n := p.Spec.ResourceClaims[0].ResourceClaimName; n != nil {
 		return *n
 	}
