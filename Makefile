@@ -39,7 +39,8 @@ schema:
 ## stack: VERB=up|preview|refresh|destroy|recover|stacks on every stack of the environment STACK (default local), the
 ## platform program running inline on the backend the project or PULUMI_BACKEND_URL names (local: .tools/state);
 ## previews and ups refresh first; recover converges a stack whose engine was killed, then runs the operation again;
-## STACK_FLAGS=-changed-only skips, on up, each stack of the environment whose last up applied what it would now.
+## STACK_FLAGS=-changed-only skips, on up, each stack of the environment whose last up applied what it would now;
+## STACK_FLAGS=-delete-tenants a,b names the listed tenants a destroy (or a recovery that destroys) may delete.
 ## Moves: go run ./cmd/gpu-tenancy-env move <env> <tenant> -to <group> [-preview]
 stack:
 	go run ./cmd/gpu-tenancy-env $(STACK_FLAGS) $(or $(VERB),preview) $(or $(STACK),local)

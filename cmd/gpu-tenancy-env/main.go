@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 
 	// The environments' stacks build every cloud.
 	_ "github.com/gpu-tenancy/gpu-tenancy/components/flavours"
@@ -38,7 +39,9 @@ func main() {
 	fs := flag.NewFlagSet("gpu-tenancy-env", flag.ContinueOnError)
 	backend := fs.String("backend", "", "the state backend's URL (default $PULUMI_BACKEND_URL, else the project's backend.url)")
 	stackFile := fs.String("stack-file", "", "the environment's stack file (default <stackConfigDir>/Pulumi.<env>.yaml)")
-	only := fs.String("only", "", "run this one stack of the environment (a CI job of the fan-out); no environment lock")
+	only := fs.String("only", "", "run this one stack of the environment (a CI job of the fan-out); an up takes no environment lock")
+	deleteTenants := fs.String("delete-tenants", "", "destroy, recover: the tenants the stack file lists that this run may delete, "+
+		"comma-separated; each listed tenant of the stacks it destroys must be named")
 	skipRefresh := fs.Bool("skip-refresh", false, "preview and up without refreshing first (drift is not seen)")
 	changedOnly := fs.Bool("changed-only", false, "up: skip each stack whose last up applied what it would apply now; a skipped stack is not refreshed")
 	parallel := fs.Int("parallel", 0, "group stacks at once (default the number of CPUs)")
@@ -79,13 +82,14 @@ func main() {
 	o.PolicyPacks = packs
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
-	if err := run(ctx, o, verb, args[2:], *only, *asJSON, *changedOnly, *parallel, *op, *to, *preview, *expectNoChanges); err != nil {
+	if err := run(ctx, o, verb, args[2:], *only, *asJSON, *changedOnly, *parallel, *op, *to, *preview, *expectNoChanges,
+		splitList(*deleteTenants)); err != nil {
 		fail(err)
 	}
 }
 
 func run(ctx context.Context, o environment.Options, verb string, rest []string, only string, asJSON, changedOnly bool,
-	parallel int, op string, to int, preview, expectNoChanges bool) error {
+	parallel int, op string, to int, preview, expectNoChanges bool, deleteTenants []string) error {
 	if verb == "stacks" {
 		var all [][]environment.StackRef
 		for _, name := range append([]string{o.Stack}, rest...) {
@@ -111,7 +115,7 @@ func run(ctx context.Context, o environment.Options, verb string, rest []string,
 	if err != nil {
 		return err
 	}
-	env.OnlyChanged, env.Parallel = changedOnly, parallel
+	env.OnlyChanged, env.Parallel, env.DeleteTenants = changedOnly, parallel, deleteTenants
 	if only != "" {
 		if err := env.Only(only); err != nil {
 			return err
@@ -174,4 +178,15 @@ func exists(path string) bool { _, err := os.Stat(path); return err == nil }
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "gpu-tenancy-env:", err)
 	os.Exit(1)
+}
+
+// splitList is a comma-separated flag's values, blanks dropped.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -182,6 +182,10 @@ func EnvironmentLock(env string) string {
 	return string(out)
 }
 
-// EnvironmentLockMove starts the holder of an environment's Lease while it moves tenants between stacks: a stack's
-// program refuses to run then.
+// EnvironmentLockMove starts the holder of an environment's Lease while it moves tenants between stacks.
 const EnvironmentLockMove = "move "
+
+// ExclusiveLockOps start the holders of an environment's Lease beside which no stack's program runs: a move hands a
+// tenant's state from one stack to another, and a destroy or a recovery deletes or restores what a stack holds; a
+// stack that ran in between would see its tenants in the wrong place, or bring back what is being deleted.
+var ExclusiveLockOps = []string{EnvironmentLockMove, "destroy ", "recover "}

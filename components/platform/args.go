@@ -49,6 +49,7 @@ const (
 	keyAccessKey     = "platformAccessKey"
 	keyAccessKeys    = "platformAccessKeys"
 	keyTenantGroups  = "tenantGroups"
+	keyRetired       = "retiredTenants"
 )
 
 // knownKeys are every key the decoder reads: the properties, and the refused shared platform access key.
@@ -79,6 +80,7 @@ var blocks = []struct {
 	{keyTimeouts, func(c *PlatformArgs) any { return &c.Timeouts }},
 	{keyPrices, func(c *PlatformArgs) any { return &c.Prices }},
 	{keyTenantGroups, func(c *PlatformArgs) any { return &c.TenantGroups }},
+	{keyRetired, func(c *PlatformArgs) any { return &c.RetiredTenants }},
 }
 
 // secretStrings are the keys holding one secret string each.
@@ -141,6 +143,9 @@ type PlatformArgs struct {
 	// TenantGroups splits the environment into a platform stack and this many tenant stacks (0: one stack), each
 	// tenant in the group TenantGroup names.
 	TenantGroups int
+	// RetiredTenants are the tenants to delete, with their namespaces, volumes and vClusters: a tenant leaves the
+	// environment only by being named here, never because its entry is gone from Tenants (the runner refuses that).
+	RetiredTenants []string
 	// part is what this stack of the environment builds; NewPlatform takes it from the stack's name (PartOf).
 	part Part
 	// live are the groups whose stacks hold tenants' namespaces on the cluster (LiveGroups), which place the tenants

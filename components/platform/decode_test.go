@@ -492,6 +492,13 @@ func badConfigs() []badConfig {
 		{"price that is no number", goodGKE, func(tc testConfig) {
 			tc["prices"] = obj{"currency": "EUR", "perDeviceHour": obj{"gpu-whole": "2.93 EUR"}}
 		}, nil, "gpu-tenancy:prices.perDeviceHour[gpu-whole]", "must be a number"},
+		{"a tenant both listed and retired", goodGKE, func(tc testConfig) {
+			tc["retiredTenants"] = list{at(tc, "tenants", 1)["name"]}
+		}, nil, "gpu-tenancy:retiredTenants[0]", "is listed in gpu-tenancy:tenants too"},
+		{"a tenant retired twice", goodGKE, func(tc testConfig) { tc["retiredTenants"] = list{"team-z", "team-z"} }, nil,
+			"gpu-tenancy:retiredTenants[1]", "Duplicate value"},
+		{"a retired name that is no tenant's", goodGKE, func(tc testConfig) { tc["retiredTenants"] = list{"Team_Z"} }, nil,
+			"gpu-tenancy:retiredTenants[0]", "RFC 1123"},
 		{"unknown prices key", goodGKE, func(tc testConfig) { tc["prices"] = obj{"currency": "EUR", "perHour": obj{"gpu-whole": 2}} }, nil,
 			"gpu-tenancy:prices.perHour", `"perDeviceHour"`},
 	}

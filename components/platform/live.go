@@ -245,10 +245,11 @@ func (l *liveCluster) servesExtendedResources(ctx context.Context) (bool, error)
 	return kept == probeName, nil
 }
 
-// checkNoMove refuses to run while another process moves tenants between the stacks of environment env: a move hands
-// a tenant's state from one stack to another, and a stack that ran in between would see the tenant in the wrong
-// place. The mover's own runs (this process, when it runs the program inline) go ahead.
-func (l *liveCluster) checkNoMove(ctx context.Context, env string) error {
+// checkNoExclusiveRun refuses to run while another process moves tenants between the stacks of environment env,
+// destroys them or recovers them (naming.ExclusiveLockOps): the up of one stack of a CI fan-out takes no lock of its
+// own, so this is what keeps it from running beside them. The holder's own runs (this process, when it runs the
+// program inline) go ahead, and so does a run after a holder that stopped renewing.
+func (l *liveCluster) checkNoExclusiveRun(ctx context.Context, env string) error {
 	lease, err := l.dyn.Resource(leasesResource).Namespace(naming.EnvironmentLockNamespace).Get(ctx, naming.EnvironmentLock(env), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -260,12 +261,13 @@ func (l *liveCluster) checkNoMove(ctx context.Context, env string) error {
 	renewed, _, _ := unstructured.NestedString(lease.Object, "spec", "renewTime")
 	seconds, _, _ := unstructured.NestedInt64(lease.Object, "spec", "leaseDurationSeconds")
 	at, err := time.Parse(time.RFC3339Nano, renewed)
-	if !strings.HasPrefix(holder, naming.EnvironmentLockMove) || strings.HasSuffix(holder, fmt.Sprintf("(pid %d)", os.Getpid())) ||
+	exclusive := slices.ContainsFunc(naming.ExclusiveLockOps, func(op string) bool { return strings.HasPrefix(holder, op) })
+	if !exclusive || strings.HasSuffix(holder, fmt.Sprintf("(pid %d)", os.Getpid())) ||
 		(err == nil && time.Since(at) > time.Duration(seconds)*time.Second) {
 		return nil
 	}
-	return fmt.Errorf("environment %s: tenants are being moved between its stacks (%s, Lease %s/%s): run this stack when the move has ended",
-		env, holder, naming.EnvironmentLockNamespace, naming.EnvironmentLock(env))
+	return fmt.Errorf("environment %s is held by another run (%s, Lease %s/%s), which moves, destroys or recovers its "+
+		"stacks: run this stack when it has ended", env, holder, naming.EnvironmentLockNamespace, naming.EnvironmentLock(env))
 }
 
 // guardsError is the refusal of a group stack's up when the platform's guards do not hold for its tenants.

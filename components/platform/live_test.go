@@ -382,9 +382,9 @@ func TestAGroupsProviderCarriesTheClusterIdentity(t *testing.T) {
 	assert.Equal(t, "cluster-uid-1", providers[0].Inputs["clusterIdentifier"].StringValue())
 }
 
-// While another process moves tenants between the environment's stacks, a stack's program refuses to run; an expired
-// lock, and one that is no move, do not stop it.
-func TestAMoveUnderWayStopsTheStacks(t *testing.T) {
+// While another process moves tenants between the environment's stacks, destroys or recovers them, a stack's program
+// refuses to run; an expired lock, and an up's, do not stop it.
+func TestAMoveDestroyOrRecoveryUnderWayStopsTheStacks(t *testing.T) {
 	lease := func(holder string, renewed time.Time) map[string]any {
 		return map[string]any{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
 			"metadata": map[string]any{"name": naming.EnvironmentLock("scw-dev"), "namespace": "kube-system"},
@@ -396,9 +396,12 @@ func TestAMoveUnderWayStopsTheStacks(t *testing.T) {
 		lease  map[string]any
 		refuse bool
 	}{
-		"a move of another process":    {lease("move by ops@laptop (pid 1)", time.Now()), true},
-		"a move that stopped renewing": {lease("move by ops@laptop (pid 1)", time.Now().Add(-time.Hour)), false},
-		"an up":                        {lease("up by ops@laptop (pid 1)", time.Now()), false},
+		"a move of another process":       {lease("move by ops@laptop (pid 1)", time.Now()), true},
+		"a destroy of another process":    {lease("destroy by ops@laptop (pid 1)", time.Now()), true},
+		"a recovery of another process":   {lease("recover by ops@laptop (pid 1)", time.Now()), true},
+		"a move that stopped renewing":    {lease("move by ops@laptop (pid 1)", time.Now().Add(-time.Hour)), false},
+		"a destroy that stopped renewing": {lease("destroy by ops@laptop (pid 1)", time.Now().Add(-time.Hour)), false},
+		"an up":                           {lease("up by ops@laptop (pid 1)", time.Now()), false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeCluster(t)
@@ -406,7 +409,7 @@ func TestAMoveUnderWayStopsTheStacks(t *testing.T) {
 			f.put(path, c.lease)
 			_, err := f.runGroup(t, 1, 2, nil)
 			if c.refuse {
-				require.ErrorContains(t, err, "tenants are being moved between its stacks")
+				require.ErrorContains(t, err, "which moves, destroys or recovers its stacks: run this stack when it has ended")
 			} else {
 				require.NoError(t, err)
 			}

@@ -290,7 +290,7 @@ func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig
 		if platformStack != "" {
 			env = platformStack
 		}
-		if err := l.checkNoMove(goctx, env); err != nil {
+		if err := l.checkNoExclusiveRun(goctx, env); err != nil {
 			return "", err
 		}
 		owners, err := TenantOwners(goctx, l.meta)

@@ -300,5 +300,17 @@ func validateTenants(c *PlatformArgs, path func(string) *field.Path) field.Error
 			errs = append(errs, t.VCluster.Validate(tp.Child("vcluster"))...)
 		}
 	}
-	return append(errs, fieldcheck.UniqueNames(path(keyTenants), names)...)
+	errs = append(errs, fieldcheck.UniqueNames(path(keyTenants), names)...)
+	for i, name := range c.RetiredTenants {
+		rp := path(keyRetired).Index(i)
+		errs = append(errs, tenancy.ValidateTenantName(rp, name)...)
+		switch {
+		case slices.Contains(names, name):
+			errs = append(errs, field.Invalid(rp, name, fmt.Sprintf("tenant %s is listed in %s too: a retired tenant is "+
+				"deleted, so keep it in one of them", name, path(keyTenants))))
+		case slices.Contains(c.RetiredTenants[:i], name):
+			errs = append(errs, field.Duplicate(rp, name))
+		}
+	}
+	return errs
 }

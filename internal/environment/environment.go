@@ -46,6 +46,10 @@ type Environment struct {
 	OnlyChanged bool
 	// Skipped are the stacks the last Up skipped.
 	Skipped []string
+	// DeleteTenants are the tenants a destroy (or the recovery of one) may delete although the stack file lists them:
+	// each such tenant of the stacks it destroys must be named here (gpu-tenancy-env -delete-tenants), so that no
+	// destroy deletes a listed tenant that its command did not name. Retired tenants need no naming.
+	DeleteTenants []string
 
 	opts   Options
 	groups int
@@ -64,6 +68,9 @@ func (c Changes) add(m map[string]int) {
 		c[k] += v
 	}
 }
+
+// ListedTenants are the tenants the environment's stack file lists (not those it retires).
+func (e *Environment) ListedTenants() []string { return e.Stacks[0].args.TenantNames() }
 
 // Name is the environment's name: its platform stack's.
 func (e *Environment) Name() string { return e.Stacks[0].opts.Stack }
@@ -377,6 +384,14 @@ func (e *Environment) leftover(s *Stack) bool {
 // OnlyChanged, a stack whose last up through the environment applied what it would apply now is skipped and named in
 // Skipped.
 func (e *Environment) Up(ctx context.Context, opts ...optup.Option) (Changes, error) {
+	if e.interrupted() == OpDestroy {
+		// An up would bring back part of what the destroy deleted, and leave a record that a later recover reads as
+		// the destroy to finish: the operator decides which.
+		return nil, fmt.Errorf("a destroy of environment %s did not finish (recorded in %s): finish it (gpu-tenancy-env recover "+
+			"%s, naming the listed tenants it deletes with -delete-tenants), or abandon it and bring every stack up again "+
+			"(gpu-tenancy-env recover -op up %s)", e.Name(), filepath.Join(e.Stacks[0].opts.WorkDir, environmentOpMarker),
+			e.Name(), e.Name())
+	}
 	unlock, err := e.lock(ctx, "up")
 	if err != nil {
 		return nil, err
@@ -455,8 +470,9 @@ func (e *Environment) up(ctx context.Context, opts ...optup.Option) (Changes, er
 }
 
 // checkPlacement refuses, before anything runs, a tenant held by one group stack whose config records it in another
-// (a group edited instead of moved), a tenant two stacks hold, and a group stack beyond the groups that holds tenants:
-// each would have a stack delete a tenant it holds. The message says what to run. It returns the group whose stack
+// (a group edited instead of moved), a tenant two stacks hold, a group stack beyond the groups that holds tenants, and
+// a tenant a stack holds that the stack file neither lists nor retires: each would have a stack delete a tenant it
+// holds. The message says what to run. It returns the group whose stack
 // holds each tenant.
 func (e *Environment) checkPlacement(ctx context.Context) (map[string]int, error) {
 	if e.groups == 0 {
@@ -492,6 +508,9 @@ func (e *Environment) checkPlacement(ctx context.Context) (map[string]int, error
 			}
 			holder[t] = s.opts.Stack
 			if !slices.Contains(args.TenantNames(), t) {
+				if err := unlisted(s.opts.Stack, []string{t}, args); err != nil {
+					problems = append(problems, err.Error())
+				}
 				continue
 			}
 			lg, isLive := live[t]
@@ -577,18 +596,23 @@ func (e *Environment) platformThenGroups(op func(*Stack) (map[string]int, error)
 }
 
 // Destroy takes every group down in parallel, then the platform stack, under the environment's lock: the platform's
-// guards go last, when no tenant is left.
-func (e *Environment) Destroy(ctx context.Context) (Changes, error) {
+// guards go last, when no tenant is left. It refuses, before anything runs, to delete a tenant the stack file lists
+// that DeleteTenants does not name (checkDeletes).
+func (e *Environment) Destroy(ctx context.Context) (changes Changes, err error) {
 	unlock, err := e.lock(ctx, "destroy")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	changes := Changes{}
+	changes = Changes{}
+	if err := e.checkDeletes(ctx, "destroy"); err != nil {
+		return changes, err
+	}
 	if !e.onlyGroup {
-		// Recover runs a destroy of the whole environment again on every stack, and nothing else does.
-		done, err := e.begin(OpDestroy)
-		if err != nil {
+		// Recover runs a destroy of the whole environment again on every stack, and nothing else does; the record goes
+		// only once the destroy has finished, so a failed one is resumed rather than undone by an up.
+		var done func()
+		if done, err = e.begin(OpDestroy); err != nil {
 			return changes, err
 		}
 		defer func() {
@@ -626,6 +650,59 @@ func (e *Environment) Destroy(ctx context.Context) (Changes, error) {
 	counts, err = counted(e.Stacks[0].Destroy(ctx))
 	changes.add(counts)
 	return changes, err
+}
+
+// checkDeletes refuses a destroy of the stacks this run works on (verb: destroy, or recover when it destroys) that
+// would delete a tenant the stack file lists and DeleteTenants does not name, and a destroy of the platform stack
+// alone while a group stack holds tenants, whose guards it would take away from under them.
+func (e *Environment) checkDeletes(ctx context.Context, verb string) error {
+	var destroyed []*Stack
+	for _, s := range e.Stacks {
+		if !e.onlyGroup || s != e.Stacks[0] {
+			destroyed = append(destroyed, s)
+		}
+	}
+	return e.checkNamed(ctx, verb, destroyed)
+}
+
+// checkNamed refuses to destroy stacks that hold a tenant the stack file lists and DeleteTenants does not name, and
+// the platform stack while a group stack it does not destroy holds tenants.
+func (e *Environment) checkNamed(ctx context.Context, verb string, stacks []*Stack) error {
+	if e.groups > 0 && slices.Contains(stacks, e.all[0]) {
+		for _, s := range e.all[1:] {
+			if slices.Contains(stacks, s) {
+				continue
+			}
+			held, err := s.Tenants(ctx)
+			if err != nil {
+				return err
+			}
+			if len(held) > 0 {
+				return fmt.Errorf("%s of the platform stack %s alone: group stack %s still holds tenants %s, whose guards it "+
+					"would take away; destroy the groups first", verb, e.Name(), s.opts.Stack, strings.Join(held, ", "))
+			}
+		}
+	}
+	listed := e.Stacks[0].args.TenantNames()
+	var unnamed []string
+	for _, s := range stacks {
+		held, err := s.Tenants(ctx)
+		if err != nil {
+			return err
+		}
+		for _, t := range held {
+			if slices.Contains(listed, t) && !slices.Contains(e.DeleteTenants, t) {
+				unnamed = append(unnamed, t)
+			}
+		}
+	}
+	if len(unnamed) == 0 {
+		return nil
+	}
+	slices.Sort(unnamed)
+	return fmt.Errorf("this %s deletes tenants %s, which the stack file lists, with their namespaces, volumes and vClusters: "+
+		"name each of them (-delete-tenants %s) to delete them, or retire them (retiredTenants) and up instead",
+		verb, strings.Join(unnamed, ", "), strings.Join(unnamed, ","))
 }
 
 // groupDestroys reads every stack's state once, before the groups' destroy: each group's resources, and the namespaces
@@ -678,21 +755,63 @@ func (e *Environment) Recover(ctx context.Context, op Op) error {
 		return err
 	}
 	defer unlock()
+	e.sayRecovery(op, whole)
 	if whole == OpDestroy {
+		if err := e.checkDeletes(ctx, "recover"); err != nil {
+			return err
+		}
 		if err := e.recoverDestroy(ctx); err != nil || e.onlyGroup {
 			return err
 		}
-		if op == "" {
-			e.finished()
-		}
+		e.finished()
 		return nil
+	}
+	// A stack whose own destroy was interrupted (or op destroy) is destroyed again: under the same rule as a destroy.
+	var destroyed []*Stack
+	for _, s := range e.Stacks {
+		if (!e.onlyGroup || s != e.Stacks[0]) && (op == OpDestroy || op == "" && s.Interrupted() == OpDestroy) {
+			destroyed = append(destroyed, s)
+		}
+	}
+	if err := e.checkNamed(ctx, "recover", destroyed); err != nil {
+		return err
 	}
 	if !e.onlyGroup {
 		if err := e.Stacks[0].Recover(ctx, op); err != nil {
 			return err
 		}
 	}
-	return e.recoverGroups(ctx, op)
+	if err := e.recoverGroups(ctx, op); err != nil {
+		return err
+	}
+	if op == OpUp && !e.onlyGroup && e.interrupted() == OpDestroy {
+		e.Stacks[0].say("recover: the interrupted destroy of environment %s is abandoned: every stack is up again", e.Name())
+		e.finished()
+	}
+	return nil
+}
+
+// sayRecovery says, before anything runs, what a recovery runs on which stacks: for a whole destroy (whole), every
+// stack's destroy, the groups first; otherwise each stack's own interrupted operation, else op, else up.
+func (e *Environment) sayRecovery(op, whole Op) {
+	var lines []string
+	for _, s := range e.Stacks {
+		if e.onlyGroup && s == e.Stacks[0] {
+			continue
+		}
+		run := whole
+		if run == "" {
+			if run = s.Interrupted(); run == "" {
+				run = OpUp
+			}
+		}
+		lines = append(lines, fmt.Sprintf("  %s: refresh, then %s", s.opts.Stack, run))
+	}
+	if whole == OpDestroy && !e.onlyGroup && len(lines) > 1 {
+		// The groups go first, the platform last.
+		lines = append(lines[1:], lines[0])
+	}
+	e.Stacks[0].say("recover: environment %s, in this order:\n%s", e.Name(), strings.Join(lines, "\n"))
 }
 
 // recoverDestroy recovers a destroy: the groups first, then (unless -only) the platform.

@@ -25,11 +25,12 @@ const (
 )
 
 // lock takes the environment's lock for op until the returned function runs. An environment whose platform stack
-// exports no kubeconfig yet has no cluster, and nothing to guard: no lock.
+// exports no kubeconfig yet has no cluster, and nothing to guard: no lock. The up of one stack of a CI fan-out (Only)
+// takes none: the workflow runs one deploy of the environment at a time and orders its jobs, and the stack's own
+// program refuses to run while a destroy, a recovery or a move holds the lock (naming.ExclusiveLockOps). A destroy,
+// a recovery or a move takes it always, -only included.
 func (e *Environment) lock(ctx context.Context, op string) (func(), error) {
-	if e.onlyGroup || (len(e.Stacks) == 1 && e.groups > 0) {
-		// One stack of a CI fan-out (Only): the workflow runs one deploy of the environment at a time and orders its
-		// jobs; the stack's own program still refuses to run during a move.
+	if op == "up" && (e.onlyGroup || (len(e.Stacks) == 1 && e.groups > 0)) {
 		return func() {}, nil
 	}
 	client := e.Stacks[0].clusterClient(ctx)

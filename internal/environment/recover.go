@@ -29,7 +29,8 @@ const (
 // Recover knows what to run again.
 const opMarker = "operation"
 
-// begin clears the record of the last up and records op as under way until the returned function runs (when the engine returns, whatever the result).
+// begin clears the record of the last up and records op as under way until the returned function runs: an up's when
+// its engine returns, whatever the result; a destroy's once it succeeded (Stack.destroy).
 func (s *Stack) begin(op Op) (func(), error) {
 	// What the stack holds is about to change: no record of an earlier up may let it be skipped.
 	if err := os.Remove(filepath.Join(s.opts.WorkDir, appliedRecord)); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/events"
@@ -395,7 +396,7 @@ func (s *Stack) Up(ctx context.Context, opts ...optup.Option) (auto.UpResult, er
 		return auto.UpResult{}, err
 	}
 	defer done()
-	if err := s.unprotectRemovedTenants(ctx); err != nil {
+	if err := s.unprotectRetiredTenants(ctx); err != nil {
 		return auto.UpResult{}, err
 	}
 	// A tenant's removal deletes its namespace: say what that waits for.
@@ -405,10 +406,19 @@ func (s *Stack) Up(ctx context.Context, opts ...optup.Option) (auto.UpResult, er
 }
 
 // Preview refreshes (unless SkipRefresh), so drift shows as a diff, then previews the stack with the policy packs;
-// opts add to (or override) the defaults.
+// opts add to (or override) the defaults. It refuses as Up does a tenant the stack holds that the stack file lists
+// nowhere, and lists what the up deletes of each retired tenant, which it previews without: their protection, which
+// only the up lifts, would fail the preview.
 func (s *Stack) Preview(ctx context.Context, opts ...optpreview.Option) (auto.PreviewResult, error) {
 	defaults := []optpreview.Option{optpreview.Diff(), optpreview.ProgressStreams(s.progress()),
 		optpreview.ErrorProgressStreams(s.progress())}
+	retiring, err := s.retiring(ctx)
+	if err != nil {
+		return auto.PreviewResult{}, err
+	}
+	if len(retiring) > 0 {
+		defaults = append(defaults, optpreview.Exclude(retiring))
+	}
 	if !s.opts.SkipRefresh {
 		defaults = append(defaults, optpreview.Refresh())
 	}
@@ -416,6 +426,34 @@ func (s *Stack) Preview(ctx context.Context, opts ...optpreview.Option) (auto.Pr
 		defaults = append(defaults, optpreview.PolicyPacks(s.opts.PolicyPacks...))
 	}
 	return s.Stack.Preview(ctx, append(defaults, opts...)...)
+}
+
+// retiring says, for each retired tenant the stack holds, every resource the up deletes with it, and returns their
+// URNs; a tenant held and listed nowhere is refused (unlisted).
+func (s *Stack) retiring(ctx context.Context) ([]string, error) {
+	res, err := s.resources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	held := tenantResources(res)
+	if err := unlisted(s.opts.Stack, slices.Collect(maps.Keys(held)), s.args); err != nil {
+		return nil, err
+	}
+	var urns []string
+	for _, tenant := range slices.Sorted(maps.Keys(held)) {
+		if !slices.Contains(s.args.RetiredTenants, tenant) {
+			continue
+		}
+		lines := make([]string, len(held[tenant]))
+		for i, urn := range held[tenant] {
+			lines[i] = "    - delete " + urnType(urn) + " " + urnName(urn)
+		}
+		s.say("%s: tenant %s is retired (retiredTenants): the up deletes its namespace %s with every volume in it, "+
+			"its vCluster, and these %d resources:\n%s", s.opts.Stack, tenant, naming.Namespace(tenant), len(lines),
+			strings.Join(lines, "\n"))
+		urns = append(urns, held[tenant]...)
+	}
+	return urns, nil
 }
 
 // Destroy deletes everything the stack created, protected tenants and guards included (a destroy is the decision to
@@ -434,12 +472,17 @@ type stackDestroy struct {
 // destroy is Destroy that also deletes the namespaces ahead (deleteNamespacesFirst) once the engine has started: at its
 // first delete step, when it holds the stack's lock, has read its config and secrets and runs its providers, so an
 // engine that cannot start leaves every namespace in place.
-func (s *Stack) destroy(ctx context.Context, d stackDestroy) (auto.DestroyResult, error) {
+func (s *Stack) destroy(ctx context.Context, d stackDestroy) (res auto.DestroyResult, err error) {
 	done, err := s.begin(OpDestroy)
 	if err != nil {
 		return auto.DestroyResult{}, err
 	}
-	defer done()
+	// A destroy that failed stays recorded, so that recover resumes it instead of an up recreating what it deleted.
+	defer func() {
+		if err == nil {
+			done()
+		}
+	}()
 	if d.recorded == nil {
 		if d.recorded, err = s.resources(ctx); err != nil {
 			return auto.DestroyResult{}, err
@@ -466,7 +509,7 @@ func (s *Stack) destroy(ctx context.Context, d stackDestroy) (auto.DestroyResult
 		}()
 	}
 	finish := s.watchTerminating(ctx)
-	res, err := s.Stack.Destroy(ctx, opts...)
+	res, err = s.Stack.Destroy(ctx, opts...)
 	started.Wait()
 	return res, finish(err)
 }

@@ -53,6 +53,14 @@ func (s *Stack) resources(ctx context.Context) ([]stateResource, error) {
 	return deployment.Resources, nil
 }
 
+// urnType is the type of a URN's resource, without its parents' types (urn:pulumi:<stack>::<project>::<parent
+// types>$<type>::<name>).
+func urnType(urn string) string {
+	rest := strings.TrimSuffix(urn, "::"+urnName(urn))
+	qualified := rest[strings.LastIndex(rest, "::")+2:]
+	return qualified[strings.LastIndex(qualified, "$")+1:]
+}
+
 // urnName is the name part of a URN (urn:pulumi:<stack>::<project>::<type>::<name>).
 func urnName(urn string) string {
 	i := strings.LastIndex(urn, "::")
@@ -244,15 +252,19 @@ func droppedResources(res []stateResource, classNames, platformFree []string) []
 	return dropped
 }
 
-// removedTenants lifts the protection of the tenants the stack's state holds and the config no longer lists, so the
-// up deletes them; a tenant still in config keeps its protection, which fails an up that would delete it.
-func (s *Stack) unprotectRemovedTenants(ctx context.Context) error {
+// unprotectRetiredTenants lifts the protection of the tenants the stack's state holds that the stack file retires
+// (retiredTenants), so the up deletes them. A tenant the state holds and the stack file lists nowhere is refused
+// (unlisted): a tenant leaves only by being retired, never by a lost line. A listed tenant keeps its protection,
+// which fails an up that would delete it.
+func (s *Stack) unprotectRetiredTenants(ctx context.Context) error {
 	res, err := s.resources(ctx)
 	if err != nil {
 		return err
 	}
-	inConfig := s.args.TenantNames()
 	held := tenantResources(res)
+	if err := unlisted(s.opts.Stack, slices.Collect(maps.Keys(held)), s.args); err != nil {
+		return err
+	}
 	protected := map[string]bool{}
 	for _, r := range res {
 		protected[r.URN] = r.Protect
@@ -262,11 +274,11 @@ func (s *Stack) unprotectRemovedTenants(ctx context.Context) error {
 	}
 	var urns []string
 	for _, tenant := range slices.Sorted(maps.Keys(held)) {
-		if slices.Contains(inConfig, tenant) {
+		if !slices.Contains(s.args.RetiredTenants, tenant) {
 			continue
 		}
-		s.say("%s: tenant %s is no longer in the config: lifting the protection of its %d resources, so this up deletes it",
-			s.opts.Stack, tenant, len(held[tenant]))
+		s.say("%s: tenant %s is retired (retiredTenants): lifting the protection of its %d resources, so this up deletes it "+
+			"with its namespace, volumes and vCluster", s.opts.Stack, tenant, len(held[tenant]))
 		for _, urn := range held[tenant] {
 			if protected[urn] {
 				urns = append(urns, urn)
@@ -274,4 +286,22 @@ func (s *Stack) unprotectRemovedTenants(ctx context.Context) error {
 		}
 	}
 	return s.unprotect(ctx, urns)
+}
+
+// unlisted refuses the tenants that stack holds and the stack file lists neither in tenants nor in retiredTenants,
+// naming them and the two ways on.
+func unlisted(stack string, held []string, args *platform.PlatformArgs) error {
+	var lost []string
+	for _, t := range held {
+		if !slices.Contains(args.TenantNames(), t) && !slices.Contains(args.RetiredTenants, t) {
+			lost = append(lost, t)
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	slices.Sort(lost)
+	return fmt.Errorf("stack %s holds tenant %s, which the stack file lists neither in tenants nor in retiredTenants: "+
+		"nothing is deleted for a missing line. Put its entry back in tenants to keep it, or name it in retiredTenants to "+
+		"delete it with its namespace, volumes and vCluster", stack, strings.Join(lost, ", "))
 }

@@ -191,6 +191,8 @@ func benchEngine(ctx context.Context, root string, sizes []int, l layout) ([]row
 				}
 			}
 		}
+		// The bench's own tenants, all of them: a teardown of its cluster.
+		env.DeleteTenants = env.ListedTenants()
 		if err := timed("destroy", func() (environment.Changes, error) { return env.Destroy(ctx) }); err != nil {
 			return rows, nil, err
 		}

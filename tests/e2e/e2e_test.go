@@ -136,6 +136,21 @@ func (s *stackEnv) options(tenants []platform.TenantArgs, classes []tenancy.GPUC
 	}
 }
 
+// retire names the tenants the stack file retires (retiredTenants) from the next open on; no name clears it.
+func (s *stackEnv) retire(tenants ...string) {
+	key := platform.ConfigNamespace + ":retiredTenants"
+	if s.config == nil {
+		s.config = map[string]string{}
+	}
+	if len(tenants) == 0 {
+		delete(s.config, key)
+		return
+	}
+	raw, err := json.Marshal(tenants)
+	require.NoError(s.t, err)
+	s.config[key] = string(raw)
+}
+
 // stack is the name of this test's stack: the local stack, or another stack with its config.
 func (s *stackEnv) stack() string {
 	if s.name == "" {
@@ -677,8 +692,30 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		})
 	})
 
-	t.Run("removing a tenant leaves nothing behind", func(t *testing.T) {
-		_, err := env.open(ctx, nil).Up(ctx)
+	t.Run("a tenant whose entry is lost is kept, and the up refused", func(t *testing.T) {
+		before, err := client.CoreV1().Namespaces().Get(ctx, naming.Namespace("audit-ai"), metav1.GetOptions{})
+		require.NoError(t, err)
+		for name, run := range map[string]func(*environment.Stack) error{
+			"preview": func(st *environment.Stack) error { _, err := st.Preview(ctx); return err },
+			"up":      func(st *environment.Stack) error { _, err := st.Up(ctx); return err },
+		} {
+			err := run(env.open(ctx, nil))
+			require.Error(t, err, name)
+			assert.Contains(t, lastWords(err), "holds tenant audit-ai, which the stack file lists neither in tenants nor in retiredTenants", name)
+		}
+		after, err := client.CoreV1().Namespaces().Get(ctx, naming.Namespace("audit-ai"), metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, before.UID, after.UID, "audit-ai's namespace is the same one")
+	})
+
+	t.Run("retiring a tenant is previewed, then deletes it and leaves nothing behind", func(t *testing.T) {
+		env.retire("audit-ai")
+		defer env.retire()
+		_, err := env.open(ctx, nil).Preview(ctx)
+		require.NoError(t, err, "the preview of a retirement runs without the tenant's deletes, which it lists")
+		_, err = client.CoreV1().Namespaces().Get(ctx, naming.Namespace("audit-ai"), metav1.GetOptions{})
+		require.NoError(t, err, "a preview deletes nothing")
+		_, err = env.open(ctx, nil).Up(ctx)
 		require.NoError(t, err)
 		requireNamespaceGone(t, ctx, naming.Namespace("audit-ai"))
 		_, err = client.FlowcontrolV1().FlowSchemas().Get(ctx, naming.TenantFlowSchema("audit-ai"), metav1.GetOptions{})

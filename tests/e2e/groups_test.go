@@ -50,6 +50,23 @@ func (s *stackEnv) environment(ctx context.Context) *environment.Environment {
 	return env
 }
 
+// deleting is the environment with every tenant of the stack file named as one its destroy may delete
+// (-delete-tenants).
+func (s *stackEnv) deleting(ctx context.Context) *environment.Environment {
+	env := s.environment(ctx)
+	env.DeleteTenants = s.tenantNames()
+	return env
+}
+
+// tenantNames are the names of the stack file's tenants.
+func (s *stackEnv) tenantNames() []string {
+	var names []string
+	for _, t := range s.tenants() {
+		names = append(names, t.Name)
+	}
+	return names
+}
+
 // parts are the stacks of a grouped environment, the platform first.
 func (s *stackEnv) parts() []*stackEnv {
 	out := []*stackEnv{s.part(platform.PlatformPart)}
@@ -202,6 +219,27 @@ func TestTenantGroups(t *testing.T) {
 		cpu := quota.Spec.Hard[corev1.ResourceRequestsCPU]
 		assert.Equal(t, "9", cpu.String())
 	})
+	t.Run("a destroy that does not name the listed tenants it deletes deletes nothing", func(t *testing.T) {
+		uids := namespaceUIDs(t, ctx, legal, research)
+		_, err := env.environment(ctx).Destroy(ctx)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "this destroy deletes tenants legal-ai, research-ai, which the stack file lists")
+		assert.Contains(t, err.Error(), "-delete-tenants legal-ai,research-ai")
+		named := env.environment(ctx)
+		named.DeleteTenants = []string{research}
+		_, err = named.Destroy(ctx)
+		require.ErrorContains(t, err, "this destroy deletes tenants legal-ai,", "naming some is not naming all")
+		group := env.environment(ctx)
+		require.NoError(t, group.Only(env.part(groupOf[legal]).stack()))
+		_, err = group.Destroy(ctx)
+		require.ErrorContains(t, err, "this destroy deletes tenants legal-ai,", "destroy -only of legal-ai's group")
+		platformOnly := env.deleting(ctx)
+		require.NoError(t, platformOnly.Only(env.stack()))
+		_, err = platformOnly.Destroy(ctx)
+		require.ErrorContains(t, err, "still holds tenants", "the platform alone, under the groups")
+		assert.Contains(t, err.Error(), "destroy the groups first")
+		assert.Equal(t, uids, namespaceUIDs(t, ctx, legal, research), "every tenant's namespace is the same one")
+	})
 	// The three kill points of TestRecoveryAfterKill, in the layout's own places: the platform stack's up, the
 	// groups' parallel up, and the groups' destroy, all at once.
 	for _, kill := range []struct {
@@ -217,13 +255,27 @@ func TestTenantGroups(t *testing.T) {
 	} {
 		t.Run(kill.name, func(t *testing.T) {
 			if kill.op == environment.OpUp {
-				_, err := env.environment(ctx).Destroy(ctx)
+				_, err := env.deleting(ctx).Destroy(ctx)
 				require.NoError(t, err)
 			}
-			killChild(t, engineChild{Op: kill.op, Options: env.options(nil, nil), Environment: true}, kill.when...)
+			killChild(t, engineChild{Op: kill.op, Options: env.options(nil, nil), Environment: true,
+				DeleteTenants: env.tenantNames()}, kill.when...)
+			if kill.op == environment.OpDestroy {
+				_, err := env.environment(ctx).Up(ctx)
+				require.ErrorContains(t, err, "a destroy of environment local did not finish", "an up after a killed destroy")
+				unnamed, err := environment.OpenEnvironment(ctx, env.options(nil, nil))
+				require.NoError(t, err)
+				require.ErrorContains(t, unnamed.Recover(ctx, ""), "-delete-tenants",
+					"the recovery of a destroy asks for the destroy's confirmation")
+			}
 			progress := recoverWith(t, ctx, env, func(opts environment.Options) (recoverer, error) {
-				return environment.OpenEnvironment(ctx, opts)
+				e, err := environment.OpenEnvironment(ctx, opts)
+				if err == nil {
+					e.DeleteTenants = env.tenantNames()
+				}
+				return e, err
 			})
+			assert.Contains(t, progress, "recover: environment local, in this order:", "the recovery says what it runs first")
 			assert.Contains(t, progress, "released the lock of pulumi process", "the killed stack's lock is released with a message")
 			if kill.op == environment.OpDestroy {
 				for _, part := range env.parts() {
@@ -242,9 +294,21 @@ func TestTenantGroups(t *testing.T) {
 		})
 	}
 
-	_, err := env.environment(ctx).Destroy(ctx)
+	_, err := env.deleting(ctx).Destroy(ctx)
 	require.NoError(t, err)
 	requireAsBefore(t, ctx, before)
+}
+
+// namespaceUIDs are the UIDs of the tenants' namespaces.
+func namespaceUIDs(t *testing.T, ctx context.Context, tenants ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, tenant := range tenants {
+		ns, err := client.CoreV1().Namespaces().Get(ctx, naming.Namespace(tenant), metav1.GetOptions{})
+		require.NoError(t, err)
+		out[tenant] = string(ns.UID)
+	}
+	return out
 }
 
 func total(changes environment.Changes) int {

@@ -415,8 +415,10 @@ func checkGrantLifecycle(t *testing.T, ctx context.Context, env *stackEnv) {
 	})
 
 	t.Run("every tenant removed, one added back, and its grant works", func(t *testing.T) {
+		env.retire(legal, research)
 		_, err := env.openWith(ctx, []platform.TenantArgs{}, env.classes(whole, slice)).Up(ctx)
 		require.NoError(t, err)
+		env.retire()
 		_, err = env.openWith(ctx, tenants[:1], env.classes(slice)).Up(ctx)
 		require.NoError(t, err)
 		lns := naming.Namespace(legal)

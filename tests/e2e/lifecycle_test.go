@@ -157,6 +157,8 @@ type engineChild struct {
 	Options environment.Options
 	// Environment runs the operation on every stack of the environment (environment.Environment).
 	Environment bool
+	// DeleteTenants are the listed tenants the environment's destroy may delete.
+	DeleteTenants []string
 }
 
 // runEngineChild runs one operation and exits: the body of the process a test kills.
@@ -172,6 +174,7 @@ func runEngineChild(spec string) int {
 	if c.Environment {
 		var env *environment.Environment
 		if env, err = environment.OpenEnvironment(ctx, c.Options); err == nil {
+			env.DeleteTenants = c.DeleteTenants
 			switch c.Op {
 			case environment.OpDestroy:
 				_, err = env.Destroy(ctx)

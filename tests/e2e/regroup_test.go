@@ -87,6 +87,20 @@ func (f *envFile) addTenant(entry map[string]any) {
 	f.write()
 }
 
+// listedTenants are the names of the tenants a stack file lists.
+func listedTenants(t *testing.T, stackFile string) []string {
+	t.Helper()
+	sc, err := platform.ReadStackFile(stackFile)
+	require.NoError(t, err)
+	var tenants []platform.TenantArgs
+	require.NoError(t, json.Unmarshal([]byte(sc.Values[platform.ConfigNamespace+":tenants"]), &tenants))
+	var names []string
+	for _, tenant := range tenants {
+		names = append(names, tenant.Name)
+	}
+	return names
+}
+
 // sixTenants are tenants of both classes, small enough for the local cluster.
 func sixTenants() []any {
 	var out []any
@@ -333,7 +347,9 @@ func TestRegroupKeepsEveryTenant(t *testing.T) {
 		keeps(t)
 	})
 	t.Run("destroy takes the groups, then the platform", func(t *testing.T) {
-		_, err := open().Destroy(ctx)
+		env := open()
+		env.DeleteTenants = listedTenants(t, file.path)
+		_, err := env.Destroy(ctx)
 		require.NoError(t, err)
 		requireAsBefore(t, ctx, before)
 	})

@@ -1,0 +1,141 @@
+package environment
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// heldTenant is an inline program whose group stack prod.tenants-0 holds tenant legal-ai, as the platform's program
+// registers a tenant (protected), and nothing else; no cluster is read.
+func heldTenant(ctx *pulumi.Context) error {
+	if ctx.Stack() != "prod.tenants-0" {
+		return nil
+	}
+	var tenant pulumi.ResourceState
+	return ctx.RegisterComponentResource(tenantType, "legal-ai", &tenant, pulumi.Protect(true))
+}
+
+// groupedWithTenant is environment prod of the local stack file in two groups, brought up with legal-ai (which the
+// file lists) held by group 0; it returns the environment's options and the state directory.
+func groupedWithTenant(t *testing.T) (Options, string) {
+	t.Helper()
+	t.Setenv(BackendEnv, "")
+	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "test")
+	root := localStackProject(t, "backend:\n  url: file://./state\n", "2")
+	o := inlineOptions(t, root, heldTenant)
+	env, err := OpenEnvironment(context.Background(), o)
+	require.NoError(t, err)
+	for _, s := range env.Stacks {
+		_, err := s.Up(context.Background())
+		require.NoError(t, err)
+	}
+	return o, filepath.Join(root, "state")
+}
+
+func heldBy(t *testing.T, o Options, stack string) []string {
+	t.Helper()
+	env, err := OpenEnvironment(context.Background(), o)
+	require.NoError(t, err)
+	for _, s := range env.all {
+		if s.opts.Stack == stack {
+			held, err := s.Tenants(context.Background())
+			require.NoError(t, err)
+			return held
+		}
+	}
+	t.Fatalf("no stack %s", stack)
+	return nil
+}
+
+// A destroy deletes a tenant the stack file lists only when its command names it: not the whole environment's, not
+// one group's (-only), and the platform stack alone not at all while a group holds tenants.
+func TestADestroyDeletesOnlyTheListedTenantsItNames(t *testing.T) {
+	o, _ := groupedWithTenant(t)
+	ctx := context.Background()
+	open := func(only string, named ...string) *Environment {
+		env, err := OpenEnvironment(ctx, o)
+		require.NoError(t, err)
+		if only != "" {
+			require.NoError(t, env.Only(only))
+		}
+		env.DeleteTenants = named
+		return env
+	}
+	for _, tc := range []struct {
+		name string
+		env  *Environment
+		want string
+	}{
+		{"the whole environment, naming nobody", open(""), "this destroy deletes tenants legal-ai, which the stack file lists, " +
+			"with their namespaces, volumes and vClusters: name each of them (-delete-tenants legal-ai)"},
+		{"the whole environment, naming another tenant", open("", "research-ai"), "this destroy deletes tenants legal-ai,"},
+		{"its group alone", open("prod.tenants-0"), "this destroy deletes tenants legal-ai,"},
+		{"the platform alone under its groups", open("prod", "legal-ai"),
+			"destroy of the platform stack prod alone: group stack prod.tenants-0 still holds tenants legal-ai"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.env.Destroy(ctx)
+			require.ErrorContains(t, err, tc.want)
+			assert.Equal(t, []string{"legal-ai"}, heldBy(t, o, "prod.tenants-0"), "nothing is deleted")
+			assert.Empty(t, tc.env.interrupted(), "and nothing recorded as under way")
+		})
+	}
+	t.Run("named, it goes", func(t *testing.T) {
+		env := open("", "legal-ai")
+		_, err := env.Destroy(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, heldBy(t, o, "prod.tenants-0"))
+		assert.Empty(t, env.interrupted(), "a finished destroy leaves no record")
+	})
+}
+
+// A destroy that fails part-way stays recorded, for the environment and for the stack that failed: an up is refused
+// (it would recreate part of what went), a recovery without the destroy's confirmation is refused, and one with it
+// finishes the destroy and clears the records.
+func TestAFailedDestroyIsResumedNotUndone(t *testing.T) {
+	o, state := groupedWithTenant(t)
+	ctx := context.Background()
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	// A lock of a process that runs (this one) makes the group's engine refuse to start.
+	lockDir := filepath.Join(state, ".pulumi", "locks", "organization", projectName, "prod.tenants-0")
+	require.NoError(t, os.MkdirAll(lockDir, 0o700))
+	lock := filepath.Join(lockDir, "held.json")
+	require.NoError(t, os.WriteFile(lock, fmt.Appendf(nil, `{"pid":%d,"hostname":%q}`, os.Getpid(), host), 0o600))
+
+	env, err := OpenEnvironment(ctx, o)
+	require.NoError(t, err)
+	env.DeleteTenants = []string{"legal-ai"}
+	_, err = env.Destroy(ctx)
+	require.Error(t, err, "the group's destroy fails on the lock")
+	assert.Equal(t, OpDestroy, env.interrupted(), "the environment's destroy stays recorded")
+	group := env.Stacks[1]
+	require.Equal(t, "prod.tenants-0", group.opts.Stack)
+	assert.Equal(t, OpDestroy, group.Interrupted(), "so does the group's own")
+	assert.Equal(t, []string{"legal-ai"}, heldBy(t, o, "prod.tenants-0"))
+
+	_, err = env.Up(ctx)
+	require.ErrorContains(t, err, "a destroy of environment prod did not finish")
+	assert.ErrorContains(t, err, "gpu-tenancy-env recover -op up prod")
+
+	unconfirmed, err := OpenEnvironment(ctx, o)
+	require.NoError(t, err)
+	require.ErrorContains(t, unconfirmed.Recover(ctx, ""), "-delete-tenants legal-ai")
+	assert.Equal(t, []string{"legal-ai"}, heldBy(t, o, "prod.tenants-0"), "a recovery asked for nothing deletes nothing")
+
+	require.NoError(t, os.Remove(lock))
+	confirmed, err := OpenEnvironment(ctx, o)
+	require.NoError(t, err)
+	confirmed.DeleteTenants = []string{"legal-ai"}
+	require.NoError(t, confirmed.Recover(ctx, ""))
+	assert.Empty(t, heldBy(t, o, "prod.tenants-0"))
+	assert.Empty(t, confirmed.interrupted(), "the finished destroy leaves no record")
+	assert.Empty(t, confirmed.Stacks[1].Interrupted())
+}
