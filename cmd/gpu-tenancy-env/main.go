@@ -67,8 +67,9 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	// A preview creates no stack: it may run with a backend credential that cannot write the states.
 	o := environment.Options{RepoRoot: root, Stack: env, StackFile: *stackFile, Backend: *backend, Progress: os.Stdout,
-		SkipRefresh: *skipRefresh}
+		SkipRefresh: *skipRefresh, NoCreate: verb == "preview"}
 	if o.Backend == "" && os.Getenv(environment.BackendEnv) == "" && env == "local" {
 		o.Backend = environment.LocalBackend(root)
 	}
@@ -112,12 +113,23 @@ func run(ctx context.Context, o environment.Options, verb string, rest []string,
 		return nil
 	}
 	env, err := environment.OpenEnvironment(ctx, o)
+	var missing *environment.MissingStackError
+	if verb == "preview" && errors.As(err, &missing) {
+		fmt.Printf("%v; nothing to preview against (a preview creates no stack)\n", err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	env.OnlyChanged, env.Parallel, env.DeleteTenants = changedOnly, parallel, deleteTenants
 	if only != "" {
-		if err := env.Only(only); err != nil {
+		err := env.Only(only)
+		if verb == "preview" && errors.As(err, &missing) {
+			fmt.Printf("%v, with the tenants the stack file places there; nothing to preview against (a preview creates "+
+				"no stack), and the committed plan (stacks/plans) shows them\n", err)
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 	}

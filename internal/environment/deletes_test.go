@@ -139,3 +139,32 @@ func TestAFailedDestroyIsResumedNotUndone(t *testing.T) {
 	assert.Empty(t, confirmed.interrupted(), "the finished destroy leaves no record")
 	assert.Empty(t, confirmed.Stacks[1].Interrupted())
 }
+
+// A preview opens the stacks without creating any: a group stack the backend does not hold yet is left out and
+// named, and a preview of it alone (a CI job) is a MissingStackError, with no stack created.
+func TestAPreviewCreatesNoStack(t *testing.T) {
+	t.Setenv(BackendEnv, "")
+	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "test")
+	root := localStackProject(t, "backend:\n  url: file://./state\n", "2")
+	ctx := context.Background()
+	o := inlineOptions(t, root, func(ctx *pulumi.Context) error { return nil })
+	platformOnly := o
+	platformOnly.Stack = "prod"
+	st, err := Open(ctx, platformOnly)
+	require.NoError(t, err)
+	_, err = st.Up(ctx)
+	require.NoError(t, err)
+
+	o.NoCreate = true
+	env, err := OpenEnvironment(ctx, o)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"prod.tenants-0", "prod.tenants-1"}, env.Missing)
+	_, err = env.Preview(ctx)
+	require.NoError(t, err)
+	var missing *MissingStackError
+	require.ErrorAs(t, env.Only("prod.tenants-1"), &missing)
+	assert.Equal(t, "prod.tenants-1", missing.Stack)
+	matches, err := filepath.Glob(filepath.Join(root, "state", ".pulumi", "stacks", "gpu-tenancy", "prod.tenants-*"))
+	require.NoError(t, err)
+	assert.Empty(t, matches, "no group stack was created on the backend")
+}

@@ -46,6 +46,9 @@ type Environment struct {
 	OnlyChanged bool
 	// Skipped are the stacks the last Up skipped.
 	Skipped []string
+	// Missing are the group stacks the stack file implies that the backend does not hold, left out when the
+	// environment is opened without creating stacks (Options.NoCreate): a preview says so instead of creating them.
+	Missing []string
 	// DeleteTenants are the tenants a destroy (or the recovery of one) may delete although the stack file lists them:
 	// each such tenant of the stacks it destroys must be named here (gpu-tenancy-env -delete-tenants), so that no
 	// destroy deletes a listed tenant that its command did not name. Retired tenants need no naming.
@@ -113,8 +116,14 @@ func OpenEnvironment(ctx context.Context, o Options) (*Environment, error) {
 		}
 		return Open(ctx, po)
 	}
-	for _, name := range names {
+	for i, name := range names {
 		st, err := open(name)
+		var missing *MissingStackError
+		if i > 0 && errors.As(err, &missing) {
+			// A group stack a preview (NoCreate) finds missing: the first up creates it.
+			env.Missing = append(env.Missing, name)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -309,6 +318,9 @@ func (e *Environment) Only(stack string) error {
 			}
 			return nil
 		}
+	}
+	if slices.Contains(e.Missing, stack) {
+		return &MissingStackError{Stack: stack}
 	}
 	var names []string
 	for _, s := range e.Stacks {
@@ -558,6 +570,10 @@ func (e *Environment) liveGroups(ctx context.Context) (map[string]int, error) {
 
 // Preview previews every stack, the groups in parallel after the platform.
 func (e *Environment) Preview(ctx context.Context, opts ...optpreview.Option) (Changes, error) {
+	for _, name := range e.Missing {
+		e.Stacks[0].say("%s: not on the backend yet, so not previewed (a preview creates no stack): its first up "+
+			"creates it with the tenants the stack file places there; the committed plan (stacks/plans) shows them", name)
+	}
 	preview := func(s *Stack) (map[string]int, error) {
 		res, err := s.Preview(ctx, opts...)
 		counts := map[string]int{}

@@ -68,6 +68,9 @@ type Options struct {
 	PolicyPacks []string
 	// SkipRefresh leaves out the refresh that Up and Preview run first, where speed matters more than seeing drift.
 	SkipRefresh bool
+	// NoCreate selects the stack and never creates it, as a preview must, which may hold no right to write the
+	// backend: a stack the backend does not hold is a *MissingStackError.
+	NoCreate bool
 	// GroupCheckpoints keeps the group stacks' checkpoints: their state written after every step, as the platform
 	// stack's always is, instead of once when an operation ends. Only the bench sets it, to weigh that layout
 	// (docs/architecture.md, "Scale"): without checkpoints a group's up and destroy take about half the time, and what
@@ -241,7 +244,15 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("environment: workspace for stack %s: %w", o.Stack, err)
 	}
-	st, err := auto.UpsertStack(ctx, o.Stack, ws)
+	var st auto.Stack
+	if o.NoCreate {
+		st, err = auto.SelectStack(ctx, o.Stack, ws)
+		if auto.IsSelectStack404Error(err) {
+			return nil, &MissingStackError{Stack: o.Stack}
+		}
+	} else {
+		st, err = auto.UpsertStack(ctx, o.Stack, ws)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("environment: selecting stack %s on %s: %w", o.Stack, o.Backend, err)
 	}
@@ -265,6 +276,13 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 		}
 	}
 	return s, nil
+}
+
+// MissingStackError is a stack the backend does not hold, opened with NoCreate.
+type MissingStackError struct{ Stack string }
+
+func (e *MissingStackError) Error() string {
+	return fmt.Sprintf("stack %s is not on the backend yet: its first up creates it", e.Stack)
 }
 
 // engineEnv is what the stack's pulumi processes get in their environment beyond the caller's own.
