@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"runtime"
 	"slices"
@@ -419,6 +420,9 @@ func (e *Environment) up(ctx context.Context, opts ...optup.Option) (Changes, er
 	if err != nil {
 		return changes, err
 	}
+	if err := e.pinPlacement(ctx, held); err != nil {
+		return changes, err
+	}
 	if held != nil && !e.onlyGroup {
 		// What each group's up applies, for -changed-only: its tenants as the states place them.
 		for _, s := range e.groupStacks() {
@@ -547,6 +551,92 @@ func (e *Environment) checkPlacement(ctx context.Context) (map[string]int, error
 			strings.Join(problems, "\n  - "))
 	}
 	return held, nil
+}
+
+// pinPlacement hands each stack's program the group whose state holds each tenant the stack file places nowhere
+// (no group recorded), so that the program places it there. The program alone would place such a tenant where its
+// namespace's owner label says, else by the hash of its name: a namespace deleted by hand would send the tenant to
+// the hash's group, which would create it while the group that holds it failed on its protection. The group that holds
+// it recreates it instead, and a warning says that its data went with the namespace.
+func (e *Environment) pinPlacement(ctx context.Context, held map[string]int) error {
+	if e.groups == 0 {
+		return nil
+	}
+	live, err := e.liveGroups(ctx)
+	if err != nil {
+		return err
+	}
+	if held, err = e.heldElsewhere(ctx, held, live); err != nil {
+		return err
+	}
+	tenants := slices.Clone(e.Stacks[0].args.Tenants)
+	pinned := false
+	for i, t := range tenants {
+		g, ok := held[t.Name]
+		if t.Group != nil || !ok || g >= e.groups {
+			continue
+		}
+		if _, isLive := live[t.Name]; live != nil && !isLive {
+			e.Stacks[0].say("tenant %s: its namespace %s is not on the cluster (deleted by hand?): %s, whose state holds it, "+
+				"recreates it empty; what the namespace held (volumes, Secrets, the vCluster's data) is gone", t.Name,
+				naming.Namespace(t.Name), e.groupStack(g))
+		}
+		tenants[i].Group = &g
+		pinned = true
+	}
+	if !pinned {
+		return nil
+	}
+	raw, err := json.Marshal(tenants)
+	if err != nil {
+		return err
+	}
+	for _, s := range e.Stacks {
+		if err := s.SetConfig(ctx, platform.ConfigNamespace+":tenants", auto.ConfigValue{Value: string(raw)}); err != nil {
+			return fmt.Errorf("stack %s: placing its tenants where the states hold them: %w", s.opts.Stack, err)
+		}
+	}
+	return nil
+}
+
+// heldElsewhere adds, for a run of one group (-only), which read only that group's state, the other groups' tenants
+// that the program would otherwise place in this group: those with no group recorded and no namespace on the
+// cluster that the hash sends here. A new tenant is one of them too, so the other groups' states are read only when
+// there is such a tenant.
+func (e *Environment) heldElsewhere(ctx context.Context, held, live map[string]int) (map[string]int, error) {
+	if !e.onlyGroup {
+		return held, nil
+	}
+	this, _ := platform.PartOf(e.Stacks[1].opts.Stack, e.groups).Group()
+	ask := false
+	for _, t := range e.Stacks[0].args.Tenants {
+		_, isHeld := held[t.Name]
+		_, isLive := live[t.Name]
+		ask = ask || t.Group == nil && !isHeld && !isLive && platform.TenantGroup(t.Name, e.groups) == this
+	}
+	if !ask {
+		return held, nil
+	}
+	out := maps.Clone(held)
+	for _, s := range e.all[1:] {
+		g, _ := platform.PartOf(s.opts.Stack, e.groups).Group()
+		if g == this {
+			continue
+		}
+		tenants, err := s.Tenants(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tenants {
+			out[t] = g
+		}
+	}
+	return out, nil
+}
+
+// groupStack is the name of group g's stack.
+func (e *Environment) groupStack(g int) string {
+	return e.Name() + "." + string(platform.TenantsPart(g))
 }
 
 // liveGroups is the group of the environment whose stack owns each tenant's namespace by its owner label, as the

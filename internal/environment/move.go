@@ -227,7 +227,7 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 				strings.Join(tenants, ", "), s.opts.Stack, err, e.Name())
 		}
 	}
-	backups, err := e.backup(ctx, involved...)
+	backups, backupDir, err := e.backup(ctx, involved...)
 	if err != nil {
 		return plan, err
 	}
@@ -235,18 +235,28 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 	if err != nil {
 		return plan, err
 	}
+	// restore puts every state and the stack file back, and says so only when each was put back; otherwise it says
+	// which were not, and how to put them back by hand from the backups.
 	restore := func(cause error) error {
-		errs := []string{cause.Error()}
-		for s, b := range backups {
-			if err := s.Import(context.Background(), b); err != nil {
-				errs = append(errs, fmt.Sprintf("restoring %s: %v", s.opts.Stack, err))
+		var failed []string
+		for _, s := range slices.SortedFunc(maps.Keys(backups), func(a, b *Stack) int { return strings.Compare(a.opts.Stack, b.opts.Stack) }) {
+			if err := s.Import(context.Background(), backups[s]); err != nil {
+				file := filepath.Join(backupDir, s.opts.Stack+".json")
+				failed = append(failed, fmt.Sprintf("stack %s was not restored (%v): run pulumi stack import --stack %s --file %s",
+					s.opts.Stack, err, s.opts.Stack, file))
 			}
 		}
 		if err := os.WriteFile(e.opts.StackFile, stackFile, 0o644); err != nil {
-			errs = append(errs, fmt.Sprintf("restoring %s: %v", e.opts.StackFile, err))
+			failed = append(failed, fmt.Sprintf("the stack file was not restored (%v): copy %s over %s", err,
+				filepath.Join(backupDir, filepath.Base(e.opts.StackFile)), e.opts.StackFile))
 		}
-		return fmt.Errorf("moving %s to %s: %s; every state and the stack file are as before", strings.Join(tenants, ", "),
-			dest.opts.Stack, strings.Join(errs, "; "))
+		if len(failed) > 0 {
+			return fmt.Errorf("moving %s to %s: %v; the move was undone only in part, so the states and the stack file "+
+				"disagree until you finish by hand (backups in %s):\n  - %s", strings.Join(tenants, ", "), dest.opts.Stack,
+				cause, backupDir, strings.Join(failed, "\n  - "))
+		}
+		return fmt.Errorf("moving %s to %s: %v; every state and the stack file are as before (backups in %s)",
+			strings.Join(tenants, ", "), dest.opts.Stack, cause, backupDir)
 	}
 	dest.say("%s", plan)
 	for _, src := range involved[1:] {
@@ -294,8 +304,9 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 	}
 	if _, err := adopt.Up(ctx); err != nil {
 		return plan, fmt.Errorf("moving %s: the state is moved and the group recorded, but the up of %s failed: %w; "+
-			"run the same move again (gpu-tenancy-env move %s %s -to %d), which finishes it", strings.Join(tenants, ", "),
-			dest.opts.Stack, err, e.Name(), strings.Join(tenants, " "), to)
+			"run the same move again (gpu-tenancy-env move %s %s -to %d), which finishes it (the states and the stack "+
+			"file before the move: %s)", strings.Join(tenants, ", "), dest.opts.Stack, err, e.Name(),
+			strings.Join(tenants, " "), to, backupDir)
 	}
 	return plan, nil
 }
@@ -409,32 +420,40 @@ func (e *Environment) recordGroups(tenants []string, group int) error {
 	return nil
 }
 
-// backup exports the stacks' states into the environment's work directory, and returns them for a restore.
-func (e *Environment) backup(ctx context.Context, stacks ...*Stack) (map[*Stack]apitype.UntypedDeployment, error) {
+// backup exports the stacks' states and copies the stack file into a directory of the environment's work directory,
+// and returns the states for a restore, and the directory.
+func (e *Environment) backup(ctx context.Context, stacks ...*Stack) (map[*Stack]apitype.UntypedDeployment, string, error) {
 	dir := filepath.Join(e.opts.WorkDir+".backups", time.Now().UTC().Format("20060102T150405Z"))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	stackFile, err := os.ReadFile(e.opts.StackFile)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(e.opts.StackFile)), stackFile, 0o600); err != nil {
+		return nil, "", err
 	}
 	out := map[*Stack]apitype.UntypedDeployment{}
 	for _, s := range stacks {
 		state, err := s.Export(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("backing up stack %s: %w", s.opts.Stack, err)
+			return nil, "", fmt.Errorf("backing up stack %s: %w", s.opts.Stack, err)
 		}
 		// The whole export, version included, as `pulumi stack export` writes it: `pulumi stack import --file` refuses
 		// a bare deployment (pulumi pkg v3.274.1 resource/stack/deployment.go, "schema version too old").
 		raw, err := json.Marshal(state)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		file := filepath.Join(dir, s.opts.Stack+".json")
 		if err := os.WriteFile(file, raw, 0o600); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		s.say("backed up stack %s to %s (restore: pulumi stack import --stack %s --file %s)", s.opts.Stack, file, s.opts.Stack, file)
 		out[s] = state
 	}
-	return out, nil
+	return out, dir, nil
 }
 
 // reopen opens a stack of the environment again, with config overrides, after its stack file changed.
@@ -468,7 +487,9 @@ func jsonList(items []string) string {
 // refusedSteps previews the stack and names the steps of the refused kinds it would take, each with its resource. The
 // delete of a provider is not refused: `pulumi state move` copies the source's provider along with the tenant's
 // resources (pkg v3.274.1 cmd/pulumi/state/state_move.go), the destination's program moves them onto its own provider
-// of the same cluster, and the copy's delete only drops it from the state.
+// of the same cluster, and the copy's delete only drops it from the state. Nor is a provider's create: a group that
+// held no tenant yet has not made the providers its program uses (the stack reference's default pulumi provider
+// among them), and a provider's create creates nothing on the cluster.
 func (s *Stack) refusedSteps(ctx context.Context, refused []apitype.OpType) ([]string, error) {
 	ch := make(chan events.EngineEvent)
 	var bad []string
@@ -480,7 +501,7 @@ func (s *Stack) refusedSteps(ctx context.Context, refused []apitype.OpType) ([]s
 				continue
 			}
 			m := ev.ResourcePreEvent.Metadata
-			if !slices.Contains(refused, m.Op) || (m.Op == apitype.OpDelete && strings.HasPrefix(m.Type, "pulumi:providers:")) {
+			if !slices.Contains(refused, m.Op) || ((m.Op == apitype.OpDelete || m.Op == apitype.OpCreate) && strings.HasPrefix(m.Type, "pulumi:providers:")) {
 				continue
 			}
 			bad = append(bad, fmt.Sprintf("%s %s %s", m.Op, m.Type, urnName(m.URN)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/environment"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/syncbuf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -203,19 +205,65 @@ func TestRegroupKeepsEveryTenant(t *testing.T) {
 		assert.Empty(t, held["regroup"], "the platform stack holds no tenant")
 		assert.Len(t, append(held["regroup.tenants-0"], held["regroup.tenants-1"]...), 6)
 	})
-	t.Run("three groups and a seventh tenant: no tenant moves", func(t *testing.T) {
+	t.Run("three groups: no tenant moves, and a move fills the new group", func(t *testing.T) {
 		heldBefore := stateOf(t, ctx, open())
 		file.set("tenantGroups", 3)
+		up(t)
+		held := stateOf(t, ctx, open())
+		for _, s := range []string{"regroup.tenants-0", "regroup.tenants-1"} {
+			assert.Equal(t, heldBefore[s], held[s], "stack %s keeps its tenants", s)
+		}
+		assert.Empty(t, held["regroup.tenants-2"], "the new group holds no tenant")
+		// The rebalance the README gives: team-e (group 0, and the hash of three groups says 0 too) to the new group.
+		require.Contains(t, held["regroup.tenants-0"], "team-e")
+		_, err := open().Move(ctx, []string{"team-e"}, 2, false)
+		require.NoError(t, err, "a move into a group that held no tenant yet")
+		assert.Contains(t, stateOf(t, ctx, open())["regroup.tenants-2"], "team-e")
+		ns, err := client.CoreV1().Namespaces().Get(ctx, naming.Namespace("team-e"), metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, naming.StackOwner(platform.ConfigNamespace, "regroup.tenants-2"), ns.Labels[naming.StackLabel])
+		keeps(t)
+		previewEmpty(t)
+	})
+	t.Run("a seventh tenant: the hash places it", func(t *testing.T) {
+		heldBefore := stateOf(t, ctx, open())
 		file.addTenant(map[string]any{"name": "team-g", "classes": []any{whole}, "gpuQuota": map[string]any{whole: 1},
 			"cpuQuota": "4", "memoryQuota": "8Gi"})
 		changes := up(t)
 		assert.Positive(t, changes["create"], "the seventh tenant")
 		held := stateOf(t, ctx, open())
-		for _, s := range []string{"regroup.tenants-0", "regroup.tenants-1"} {
+		for _, s := range []string{"regroup.tenants-0", "regroup.tenants-1", "regroup.tenants-2"} {
 			assert.Subset(t, held[s], heldBefore[s], "stack %s keeps its tenants", s)
 		}
 		assert.Contains(t, held[fmt.Sprintf("regroup.tenants-%d", platform.TenantGroup("team-g", 3))], "team-g", "the hash places the new tenant")
 		markers["team-g"] = putMarker(t, ctx, "team-g")
+		keeps(t)
+		previewEmpty(t)
+	})
+	t.Run("a tenant whose namespace was deleted by hand is recreated by the group that holds it", func(t *testing.T) {
+		// Held by group 0 since two groups; with three, the hash of its name says group 1, and no group is recorded.
+		const tenant = "team-a"
+		require.Contains(t, stateOf(t, ctx, open())["regroup.tenants-0"], tenant)
+		require.Equal(t, 1, platform.TenantGroup(tenant, 3))
+		require.NoError(t, client.CoreV1().Namespaces().Delete(ctx, naming.Namespace(tenant), metav1.DeleteOptions{}))
+		requireNamespaceGone(t, ctx, naming.Namespace(tenant))
+		var progress syncbuf.Buffer
+		o := opts
+		o.Progress = io.MultiWriter(&progress, progressTo(t))
+		env, err := environment.OpenEnvironment(ctx, o)
+		require.NoError(t, err)
+		_, err = env.Up(ctx)
+		require.NoError(t, err, "group 1 does not create it, so group 0 is not refused its protected namespace")
+		assert.Contains(t, progress.String(), "tenant team-a: its namespace vcluster-team-a is not on the cluster")
+		assert.Contains(t, progress.String(), "is gone")
+		held := stateOf(t, ctx, open())
+		assert.Contains(t, held["regroup.tenants-0"], tenant)
+		assert.NotContains(t, held["regroup.tenants-1"], tenant)
+		ns, err := client.CoreV1().Namespaces().Get(ctx, naming.Namespace(tenant), metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, naming.StackOwner(platform.ConfigNamespace, "regroup.tenants-0"), ns.Labels[naming.StackLabel])
+		// Its data went with the namespace: a new marker.
+		markers[tenant] = putMarker(t, ctx, tenant)
 		keeps(t)
 		previewEmpty(t)
 	})
