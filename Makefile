@@ -64,10 +64,9 @@ plan-check:
 bench: tools
 	go run ./scripts/bench
 
-## demo: local control plane + simulated GPUs + `up` of the local stack, then what each tenant sees; builds only the
-## tools the demo runs (the pulumi CLI, the kubernetes provider, etcd and the control plane)
+## demo: local control plane with real nodes as root (else simulated GPU nodes; GT_NODES=none chooses them) + `up` of
+## the local stack, then what each tenant sees, runs and is refused; builds only the tools the demo runs
 demo:
-	scripts/build-tools.sh demo
 	scripts/demo.sh
 
 ## demo-down: destroy the local stack and stop the local control plane

@@ -4,8 +4,9 @@
 # path; nothing fetched is committed.
 #
 #   scripts/build-tools.sh            build what is missing or out of date (a cold build takes minutes)
-#   scripts/build-tools.sh demo       only what `make demo` runs: etcd, the control plane, the pulumi CLI, the kubernetes
-#                                     provider and the vCluster chart
+#   scripts/build-tools.sh demo       only what `make demo` runs on simulated nodes: etcd, the control plane, the pulumi
+#                                     CLI, the kubernetes provider and the vCluster chart
+#   scripts/build-tools.sh demo-nodes what `make demo` runs on real nodes: the above, containerd and the nodes' images
 #   scripts/build-tools.sh --force    rebuild everything
 #
 # Output:
@@ -48,18 +49,19 @@ SET=all
 for arg in "$@"; do
 	case "$arg" in
 	--force) FORCE=1 ;;
-	demo) SET=demo ;;
+	demo | demo-nodes) SET=$arg ;;
 	*)
-		echo "usage: $0 [--force] [demo]" >&2
+		echo "usage: $0 [--force] [demo|demo-nodes]" >&2
 		exit 2
 		;;
 	esac
 done
-# wanted TOOL: whether this run builds TOOL; the demo set is what `make demo` starts, the rest is for `make test`.
+# wanted TOOL: whether this run builds TOOL; the demo sets are what `make demo` starts, the rest is for `make test`.
 wanted() {
 	[[ $SET == all ]] && return 0
 	case "$1" in
 	etcd | kube | pulumi | pulumi-resource-kubernetes | vcluster-chart) return 0 ;;
+	containerd | nodeimages) [[ $SET == demo-nodes ]] && return 0 ;;
 	esac
 	return 1
 }

@@ -1,14 +1,34 @@
 #!/usr/bin/env bash
-# make demo / make demo-down: the local stack on a local control plane with simulated GPU nodes.
-#   scripts/demo.sh up     start the control plane, apply the stack, print what each tenant sees and claims
+# make demo / make demo-down: the local stack on a local control plane, with real nodes when run as root (each tenant's
+# vCluster runs, and so do its pods), else simulated GPU nodes (pods are scheduled, nothing runs).
+#   scripts/demo.sh up     build the tools the demo runs, start the control plane, apply the stack, print what each
+#                          tenant sees and claims
 #   scripts/demo.sh down   destroy the stack and stop the control plane
 # Both recover on their own: a crashed or stopped control plane is started again with its data; the local stack's
 # state goes, with a message, when its cluster was purged or replaced; an interrupted demo is recovered first.
+#
+# Environment:
+#   GT_NODES   the real nodes, one per pool (scripts/local-nodes.sh); default, as root, "system a100-whole a100-mig";
+#              "none" keeps the simulated GPU nodes
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cluster=.tools/local-cluster
+if [[ -z ${GT_NODES+set} ]]; then
+	if ((EUID == 0)); then
+		export GT_NODES="system a100-whole a100-mig"
+	else
+		echo "demo: not root, so the GPU nodes are simulated and no pod runs (real nodes need root; GT_NODES=none chooses simulated nodes without this note)" >&2
+	fi
+elif [[ $GT_NODES == none ]]; then
+	unset GT_NODES
+fi
 case "${1:-up}" in
 up)
+	if [[ -n ${GT_NODES:-} ]]; then
+		scripts/build-tools.sh demo-nodes
+	else
+		scripts/build-tools.sh demo
+	fi
 	# Starts whatever is not running: a fresh cluster after a purge, the same one (its data kept) after a crash.
 	scripts/local-cluster.sh up
 	# The demo links the Pulumi program and the cloud SDKs: minutes on a cold Go build cache, seconds after.

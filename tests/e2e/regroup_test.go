@@ -394,6 +394,13 @@ func TestRegroupKeepsEveryTenant(t *testing.T) {
 		require.NoError(t, err, "the entitlement guard is still there")
 		keeps(t)
 	})
+	t.Run("a group's tenants cannot be destroyed through the pulumi CLI", func(t *testing.T) {
+		out, err := pulumiCLI(ctx, filepath.Join(dir, "work.tenants-0"), opts.Passphrase, "destroy", "--stack", "regroup.tenants-0",
+			"--yes", "--non-interactive")
+		require.Error(t, err, "the pulumi CLI's destroy of a group stack fails: %s", out)
+		assert.Contains(t, out, "protected")
+		keeps(t)
+	})
 	t.Run("destroy takes the groups, then the platform", func(t *testing.T) {
 		env := open()
 		env.DeleteTenants = listedTenants(t, file.path)
