@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -147,6 +149,150 @@ func (c *cluster) checkHostileThroughVCluster(t *testing.T, ctx context.Context,
 			assert.True(t, apierrors.IsNotFound(err), "no host Service %s: %v", svc.name, err)
 		})
 	}
+}
+
+// checkCopiesThroughVCluster sends, through the tenant's vCluster as its admin, the other objects vCluster copies to
+// the host as the tenant writes them: a ConfigMap and a Secret whose keys are NVIDIA runtime variables, which a pod's
+// envFrom would set (vCluster copies those a pod uses: loft-sh/vcluster v0.36.1 pkg/controllers/resources/configmaps,
+// secrets), the Endpoints of a selector-less Service, and PriorityClasses (sync.toHost.priorityClasses). The host
+// refuses what reaches past the entitlement by the guard that names it, with the refusal in the tenant's SyncError
+// event, and admits a neighbour of the same kind.
+func (c *cluster) checkCopiesThroughVCluster(t *testing.T, ctx context.Context, tenant string, cfg *rest.Config) {
+	vc, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	const ns = "copies"
+	_, err = vc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() { _ = vc.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	hostNS := naming.Namespace(tenant)
+	nvidia := map[string]string{"NVIDIA_VISIBLE_DEVICES": "all"}
+	plain := map[string]string{"GREETING": "hello"}
+	for _, source := range []struct{ name, kind string }{{"nvidia-env", "ConfigMap"}, {"plain-env", "ConfigMap"},
+		{"nvidia-secret", "Secret"}, {"plain-secret", "Secret"}} {
+		data := plain
+		if strings.HasPrefix(source.name, "nvidia") {
+			data = nvidia
+		}
+		env := corev1.EnvFromSource{}
+		if source.kind == "ConfigMap" {
+			_, err = vc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: source.name}, Data: data},
+				metav1.CreateOptions{})
+			env.ConfigMapRef = &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: source.name}}
+		} else {
+			_, err = vc.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: source.name}, StringData: data},
+				metav1.CreateOptions{})
+			env.SecretRef = &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: source.name}}
+		}
+		require.NoError(t, err, "the virtual cluster takes %s %s", source.kind, source.name)
+		// vCluster copies a ConfigMap or Secret to the host once a pod uses it.
+		spec := tenantPod("exec sleep 3600")
+		spec.Containers[0].EnvFrom = []corev1.EnvFromSource{env}
+		err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := vc.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "uses-" + source.name}, Spec: spec},
+				metav1.CreateOptions{})
+			return err == nil || apierrors.IsAlreadyExists(err), nil
+		})
+		require.NoError(t, err)
+	}
+	for _, source := range []struct{ name, kind string }{{"nvidia-env", "ConfigMap"}, {"nvidia-secret", "Secret"}} {
+		t.Run(source.kind+" with an NVIDIA runtime variable's key", func(t *testing.T) {
+			assertSyncRefused(t, ctx, vc, ns, source.name, tenancy.RuntimeEnvKeysPolicy)
+			var err error
+			if source.kind == "ConfigMap" {
+				_, err = c.client.CoreV1().ConfigMaps(hostNS).Get(ctx, syncedName(source.name, ns, tenant), metav1.GetOptions{})
+			} else {
+				_, err = c.client.CoreV1().Secrets(hostNS).Get(ctx, syncedName(source.name, ns, tenant), metav1.GetOptions{})
+			}
+			assert.True(t, apierrors.IsNotFound(err), "no host %s %s: %v", source.kind, source.name, err)
+		})
+	}
+	t.Run("a ConfigMap and a Secret of ordinary keys reach the host", func(t *testing.T) {
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, cmErr := c.client.CoreV1().ConfigMaps(hostNS).Get(ctx, syncedName("plain-env", ns, tenant), metav1.GetOptions{})
+			_, secretErr := c.client.CoreV1().Secrets(hostNS).Get(ctx, syncedName("plain-secret", ns, tenant), metav1.GetOptions{})
+			return cmErr == nil && secretErr == nil, nil
+		})
+		assert.NoError(t, err)
+	})
+
+	// The endpoints of a selector-less Service, which vCluster copies (pkg/controllers/resources/endpoints): more than
+	// one EndpointSlice holds would cost every node's dataplane beyond what the count quotas see.
+	for name, n := range map[string]int{"too-many-backends": 101, "own-backends": 2} {
+		_, err := vc.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
+		}
+		addresses := make([]corev1.EndpointAddress, n)
+		for i := range addresses {
+			addresses[i].IP = fmt.Sprintf("10.244.%d.%d", 200+i/250, 1+i%250)
+		}
+		_, err = vc.CoreV1().Endpoints(ns).Create(ctx, &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Subsets: []corev1.EndpointSubset{{Addresses: addresses, Ports: []corev1.EndpointPort{{Port: 80}}}}}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err, "the virtual cluster takes Endpoints %s", name)
+		}
+	}
+	t.Run("Endpoints of more backends than one slice holds", func(t *testing.T) {
+		assertSyncRefused(t, ctx, vc, ns, "too-many-backends", tenancy.EndpointsPolicy)
+		_, err := c.client.CoreV1().Endpoints(hostNS).Get(ctx, syncedName("too-many-backends", ns, tenant), metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "no host Endpoints: %v", err)
+	})
+	t.Run("Endpoints of a few backends reach the host", func(t *testing.T) {
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := c.client.CoreV1().Endpoints(hostNS).Get(ctx, syncedName("own-backends", ns, tenant), metav1.GetOptions{})
+			return err == nil, nil
+		})
+		assert.NoError(t, err)
+	})
+
+	classes := vc.SchedulingV1().PriorityClasses()
+	never := corev1.PreemptNever
+	for _, pc := range []schedulingv1.PriorityClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: "urgent"}, Value: 1000},
+		{ObjectMeta: metav1.ObjectMeta{Name: "everyones-default"}, Value: 0, GlobalDefault: true},
+		{ObjectMeta: metav1.ObjectMeta{Name: "batch-low"}, Value: -10, PreemptionPolicy: &never},
+	} {
+		_, err := classes.Create(ctx, &pc, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err, "the virtual cluster takes PriorityClass %s", pc.Name)
+		}
+		t.Cleanup(func() { _ = classes.Delete(context.Background(), pc.Name, metav1.DeleteOptions{}) })
+	}
+	hostClass := func(virtual string) (*schedulingv1.PriorityClass, error) {
+		all, err := c.client.SchedulingV1().PriorityClasses().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for i, pc := range all.Items {
+			if pc.Annotations["vcluster.loft.sh/object-name"] == virtual && strings.Contains(pc.Name, tenant) {
+				return &all.Items[i], nil
+			}
+		}
+		return nil, nil
+	}
+	t.Run("a PriorityClass above the tenants' band", func(t *testing.T) {
+		// vCluster records a cluster-scoped object's events in the default namespace.
+		assertSyncRefused(t, ctx, vc, "default", "urgent", tenancy.PriorityClassPolicy)
+		host, err := hostClass("urgent")
+		require.NoError(t, err)
+		assert.Nil(t, host, "no host copy of PriorityClass urgent")
+	})
+	t.Run("a PriorityClass below the band, and a virtual default, reach the host as no default", func(t *testing.T) {
+		for _, name := range []string{"batch-low", "everyones-default"} {
+			var host *schedulingv1.PriorityClass
+			err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+				host, err = hostClass(name)
+				return err == nil && host != nil, nil
+			})
+			require.NoError(t, err, "the host copy of %s", name)
+			// vCluster copies no class as the host's default (loft-sh/vcluster v0.36.1
+			// pkg/controllers/resources/priorityclasses/translate.go), and the guard refuses one that is.
+			assert.False(t, host.GlobalDefault, "%s on the host is no default", host.Name)
+		}
+	})
 }
 
 // limits is a case's edit that sets the pod's container's limit of one resource.

@@ -154,6 +154,9 @@ func (c *cluster) checkTenants(t *testing.T) {
 	t.Run("what reaches past the entitlement, sent through a vCluster by its admin, is refused on the host", func(t *testing.T) {
 		c.checkHostileThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
 	})
+	t.Run("what vCluster copies besides pods and Services, sent by its admin, is refused where it reaches past the entitlement", func(t *testing.T) {
+		c.checkCopiesThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
+	})
 	// Last: it restarts research-ai's vCluster on other settings.
 	t.Run("a tenant without a licence gets the device another tenant freed", func(t *testing.T) {
 		c.checkFreedDeviceGoesToAnotherTenant(t, ctx, opts, clients)
