@@ -252,10 +252,15 @@ func TestTenantGroups(t *testing.T) {
 		// its line could land when no group holds its stack's lock.
 		{"killed during the parallel tenant run", environment.OpUp, []string{"[local tenants-0]", "creating"}},
 		{"killed during the groups' destroy", environment.OpDestroy, []string{"[local tenants-0]", "deleting"}},
+		{"killed during the platform stack's destroy, the groups gone", environment.OpDestroy, []string{"[local platform]", "deleting"}},
 	} {
 		t.Run(kill.name, func(t *testing.T) {
 			if kill.op == environment.OpUp {
 				_, err := env.deleting(ctx).Destroy(ctx)
+				require.NoError(t, err)
+			} else {
+				// Each destroy starts from an environment that is up.
+				_, err := env.environment(ctx).Up(ctx)
 				require.NoError(t, err)
 			}
 			killChild(t, engineChild{Op: kill.op, Options: env.options(nil, nil), Environment: true,
