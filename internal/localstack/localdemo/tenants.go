@@ -2,7 +2,6 @@ package localdemo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
-	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
-	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/draplugin"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/sim/probe"
 	appsv1 "k8s.io/api/apps/v1"
@@ -179,11 +176,11 @@ func (d *demo) overQuotaByName(ctx context.Context, vc kubernetes.Interface, t p
 
 // resourceName is the extended-resource name of a class of the local stack file.
 func (d *demo) resourceName(class string) (string, error) {
-	var classes []tenancy.GPUClass
-	if err := json.Unmarshal([]byte(d.stackFile.Values[platform.ConfigNamespace+":gpuClasses"]), &classes); err != nil {
-		return "", fmt.Errorf("gpuClasses of the local stack: %w", err)
+	args, err := platform.Load(d.stackFile.Source(), platform.ConfigKeys)
+	if err != nil {
+		return "", err
 	}
-	for _, c := range classes {
+	for _, c := range args.GPUClasses {
 		if c.Name == class {
 			return c.ResourceName(), nil
 		}
@@ -191,21 +188,13 @@ func (d *demo) resourceName(class string) (string, error) {
 	return "", fmt.Errorf("class %s is not in the local stack's gpuClasses", class)
 }
 
-// namesClasses says whether the tenant asks for its classes by name: its gpuAccess, else the stack's vcluster.gpuAccess.
+// namesClasses says whether the tenant asks for its classes by name (platform.PlatformArgs.GPUAccessOf).
 func (d *demo) namesClasses(t platform.TenantArgs) (bool, error) {
-	mode := t.GPUAccess
-	if mode == "" {
-		var vc struct {
-			GPUAccess vcluster.GPUAccess `json:"gpuAccess"`
-		}
-		if raw := d.stackFile.Values[platform.ConfigNamespace+":vcluster"]; raw != "" {
-			if err := json.Unmarshal([]byte(raw), &vc); err != nil {
-				return false, fmt.Errorf("%s:vcluster of the local stack: %w", platform.ConfigNamespace, err)
-			}
-		}
-		mode = vc.GPUAccess
+	args, err := platform.Load(d.stackFile.Source(), platform.ConfigKeys)
+	if err != nil {
+		return false, err
 	}
-	return mode.NamesClasses(), nil
+	return args.GPUAccessOf(t).NamesClasses(), nil
 }
 
 // start creates a claim for one device of class and a pod using it, both named name, reusing those of an earlier
