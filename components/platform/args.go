@@ -151,6 +151,9 @@ type PlatformArgs struct {
 	// live are the groups whose stacks hold tenants' namespaces on the cluster (LiveGroups), which place the tenants
 	// whose config records no group.
 	live map[string]int
+	// lostKubeconfigs are the tenants whose running vCluster's kubeconfig Secret is gone (liveCluster.lostKubeconfigs):
+	// their vClusters are not read this time.
+	lostKubeconfigs map[string]bool
 	// now is the day the cloud's Kubernetes version is checked against its end of support; zero is today (tests pin
 	// it).
 	now time.Time

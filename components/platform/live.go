@@ -12,6 +12,8 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -243,6 +245,42 @@ func (l *liveCluster) servesExtendedResources(ctx context.Context) (bool, error)
 	}
 	kept, _, _ := unstructured.NestedString(created.Object, "spec", "extendedResourceName")
 	return kept == probeName, nil
+}
+
+// lostKubeconfigs are the tenants whose vCluster runs (its StatefulSet is on the cluster) while the Secret it exports
+// its kubeconfig in is not there. The deployment reads that Secret, and a read of a Secret that is not there fails it,
+// every other tenant's changes with it. The tenant's own identities may not delete it (gpu-tenancy-kubeconfig-secret),
+// but the garbage collector deletes it under its own name once an owner reference that the tenant's syncer may write
+// names an owner that is not there (a dangling or mismatched UID): so the read of such a tenant's kubeconfig is left
+// out, with a warning that says how to have vCluster write it again. A vCluster not yet created writes its Secret
+// before the read, which waits for it.
+func (l *liveCluster) lostKubeconfigs(ctx context.Context, tenants []TenantArgs, warn func(string)) (map[string]bool, error) {
+	lost := map[string]bool{}
+	statefulSets := l.meta.Resource(appsv1.SchemeGroupVersion.WithResource("statefulsets"))
+	secrets := l.meta.Resource(corev1.SchemeGroupVersion.WithResource("secrets"))
+	for _, t := range tenants {
+		ns := naming.Namespace(t.Name)
+		_, err := statefulSets.Namespace(ns).Get(ctx, t.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading tenant %s's vCluster StatefulSet: %w", t.Name, err)
+		}
+		secret := naming.KubeconfigSecretPrefix + t.Name
+		_, err = secrets.Namespace(ns).Get(ctx, secret, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			lost[t.Name] = true
+			warn(fmt.Sprintf("tenant %s: its vCluster runs but its kubeconfig Secret %s/%s is gone (deleted by the garbage "+
+				"collector after an owner reference the tenant's syncer wrote, or by hand): its kubeconfig is not exported "+
+				"this time; restart its vCluster (kubectl -n %s delete pod %s-0), which writes the Secret again", t.Name, ns,
+				secret, ns, t.Name))
+		case err != nil:
+			return nil, fmt.Errorf("reading tenant %s's kubeconfig Secret: %w", t.Name, err)
+		}
+	}
+	return lost, nil
 }
 
 // checkNoExclusiveRun refuses to run while another process moves tenants between the stacks of environment env,

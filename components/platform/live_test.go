@@ -603,3 +603,30 @@ func TestATenantLeavingClaimSyncWithSyncedClaimsIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// A running vCluster whose kubeconfig Secret is gone (the garbage collector follows owner references the tenant's
+// syncer may write) is not read, with a warning that says how to have it written again: the read of a missing Secret
+// would fail every tenant's deployment. A vCluster that is not running yet is read, after its chart.
+func TestALostKubeconfigSecretIsNotRead(t *testing.T) {
+	read := func(rec *mocktest.Recorder, tenant string) bool {
+		_, err := rec.Get("kubernetes:core/v1:Secret", tenant+"-kubeconfig")
+		return err == nil
+	}
+	f := newFakeCluster(t)
+	f.platformGuards(nil)
+	rec, err := f.runGroup(t, 1, 2, nil)
+	require.NoError(t, err)
+	require.True(t, read(rec, "research-ai"), "a vCluster that does not run yet is read once its chart is up")
+
+	f.put("/apis/apps/v1/namespaces/vcluster-research-ai/statefulsets/research-ai", map[string]any{
+		"metadata": map[string]any{"name": "research-ai", "namespace": "vcluster-research-ai"}})
+	rec, err = f.runGroup(t, 1, 2, nil)
+	require.NoError(t, err)
+	assert.False(t, read(rec, "research-ai"), "its Secret is gone: not read")
+
+	f.put("/api/v1/namespaces/vcluster-research-ai/secrets/vc-research-ai", map[string]any{
+		"metadata": map[string]any{"name": "vc-research-ai", "namespace": "vcluster-research-ai"}})
+	rec, err = f.runGroup(t, 1, 2, nil)
+	require.NoError(t, err)
+	assert.True(t, read(rec, "research-ai"), "its Secret is there: read")
+}

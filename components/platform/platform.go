@@ -204,9 +204,10 @@ func (c *PlatformArgs) newShared(ctx *pulumi.Context, cl *cluster.Cluster, inClu
 // tenantShared are the settings every tenant shares but the catalog.
 func (c *PlatformArgs) tenantShared(cl *cluster.Cluster) tenantShared {
 	shared := tenantShared{
-		vcluster:    c.VCluster,
-		tolerations: cl.GPUTaints(),
-		dedicated:   cluster.Dedicated(cl.GPUPools),
+		lostKubeconfigs: c.lostKubeconfigs,
+		vcluster:        c.VCluster,
+		tolerations:     cl.GPUTaints(),
+		dedicated:       cluster.Dedicated(cl.GPUPools),
 		network: tenancy.NetworkArgs{
 			// Cilium gives the API server an identity that ipBlock rules do not match (tenancy.NetworkArgs).
 			CiliumAPIServerAccess: cl.Flavour == cluster.Scaleway && c.Scaleway.CNI == "cilium",
@@ -322,6 +323,11 @@ func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig
 	}
 	if len(tenants) > 0 {
 		if err := l.hostRewrites(goctx, c, l.probeNamespace(goctx, tenants), warn); err != nil {
+			return "", err
+		}
+	}
+	if len(tenants) > 0 && c.VCluster.IsEnabled() && c.VCluster.Awaits() {
+		if c.lostKubeconfigs, err = l.lostKubeconfigs(goctx, tenants, warn); err != nil {
 			return "", err
 		}
 	}
@@ -447,15 +453,17 @@ type tenantShared struct {
 	tolerations []cluster.Taint
 	// dedicated are the tenants with pools of their own.
 	dedicated map[string]bool
+	// lostKubeconfigs are the tenants whose running vCluster's kubeconfig Secret is gone (liveCluster.lostKubeconfigs).
+	lostKubeconfigs map[string]bool
 }
 
 // newTenant builds a tenant's host-side guard rails and, when tenants get one, its vCluster, which holds the classes
 // the tenant may ask for by name (offered). Both are protected, and
 // with them every object under them (the engine gives children their parent's protect: pulumi pkg v3.274.1
 // resource/deploy/source_eval.go inheritFromParent): a program that stops building a tenant still in config (a wrong
-// placement, a bug) fails on the first delete instead of deleting the tenant's namespace, vCluster and data. Removing
-// a tenant from config is the one way to delete it, and gpu-tenancy-env lifts the protection of exactly that tenant
-// first (README, "Several environments").
+// placement, a bug) fails on the first delete instead of deleting the tenant's namespace, vCluster and data. Retiring
+// a tenant (retiredTenants) is the one way to delete it, and gpu-tenancy-env lifts the protection of exactly that
+// tenant first (README, "Several environments").
 func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantArgs, offered []vcluster.OfferedClass, opts ...pulumi.ResourceOption) (pulumi.Map, error) {
 	opts = append(opts, pulumi.Protect(true))
 	args := t.TenantArgs
@@ -489,6 +497,7 @@ func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantArgs, offered []vc
 		Platform:           platform,
 		PlatformAccessKey:  accessKey,
 		Await:              s.vcluster.Awaits(),
+		KubeconfigLost:     s.lostKubeconfigs[t.Name],
 		PodSecurity:        tenant.PodSecurity,
 		// The quota and limit range must be in place before the vCluster's pods are admitted.
 	}, append(opts, pulumi.DependsOn(tenant.Admission))...)

@@ -297,6 +297,9 @@ type VirtualClusterArgs struct {
 	// GPUAccess is how the tenant's GPUs reach it; unset is ClaimSync. Without ClaimSync the vCluster runs the
 	// open-source syncer, with no DRA sync, no Platform connection and no access key.
 	GPUAccess GPUAccess
+	// KubeconfigLost says the running vCluster's kubeconfig Secret is gone: the read of it, which would fail the whole
+	// deployment, is left out, and the kubeconfig output is empty.
+	KubeconfigLost bool
 	// OfferedClasses are the classes the tenant may ask for by name; the vCluster holds them in ConfigMap
 	// OfferedConfigMap of namespace OfferedNamespace, where the tenant reads them, and no other tenant's.
 	OfferedClasses []OfferedClass
@@ -586,7 +589,10 @@ func NewVirtualCluster(ctx *pulumi.Context, name string, args *VirtualClusterArg
 		"kubeconfigSecretNamespace": vc.KubeconfigSecretNamespace,
 		"kubeconfigSecretName":      vc.KubeconfigSecretName,
 	}
-	if a.Await {
+	if a.Await && a.KubeconfigLost {
+		// The program warned of it already (KubeconfigLost): nothing is read, and the tenant's kubeconfig output is empty.
+		outputs["kubeconfig"] = vc.Kubeconfig
+	} else if a.Await {
 		server := pulumi.String(a.KubeconfigServer).ToStringOutput()
 		if usesServiceIP(a.KubeconfigServer) {
 			if server, err = serviceIPServer(ctx, name, chart, a.Namespace, a.Tenant, vc); err != nil {
