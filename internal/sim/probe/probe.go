@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -126,11 +127,15 @@ type Allocation struct {
 	Device string
 }
 
-// WaitAllocated waits until the pod is bound and its claim allocated, and returns the allocation.
+// WaitAllocated waits until the pod is bound and its claim allocated, and returns the allocation. The pod may appear
+// while it waits, as one a vCluster writes to the host a moment after the tenant creates it.
 func WaitAllocated(ctx context.Context, cs kubernetes.Interface, namespace, pod string, timeout time.Duration) (Allocation, error) {
 	var got Allocation
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
 		if err != nil {
 			return false, err
 		}
