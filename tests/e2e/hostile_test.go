@@ -641,11 +641,12 @@ func checkClaimRelease(t *testing.T, ctx context.Context) {
 				requireDenied(t, resize(controlPlane, `{"requests":{"memory":"64Gi"},"limits":{"memory":"128Gi"}}`),
 					"exceeded quota: "+naming.TenantQuota)
 			})
-			// A pod that asks for the tenant's class by name and waits behind a scheduling gate, so the scheduler
-			// gives it no claim: the status that would point it at the holder's allocated claim, which the kubelet
-			// would then prepare for it, is the scheduler's to write.
+			// A pod that asks for an extended resource and waits behind a scheduling gate, so the scheduler gives it
+			// no claim: the status that would point it at the holder's allocated claim, which the kubelet would then
+			// prepare for it, is the scheduler's to write. (The API server takes a mapping only of a resource the
+			// container requests; a name no DeviceClass maps keeps the tenant's device quota, full here, out of it.)
 			t.Run("a waiting pod pointed at the holder's claim", func(t *testing.T) {
-				name := tenancy.DefaultExtendedResourceName(map[string]string{legal: whole, research: slice}[tenant])
+				const name = "example.com/widget"
 				waiting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "by-name-gated", Namespace: ns},
 					Spec: *pod.Spec.DeepCopy()}
 				waiting.Spec.NodeName, waiting.Spec.ResourceClaims = "", nil
