@@ -117,6 +117,7 @@ func TestPodsRunOnRealNodesAndDownLeavesTheHostAsItWas(t *testing.T) {
 
 func (c *cluster) checkNodes(t *testing.T) {
 	ctx := context.Background()
+	require.Empty(t, c.pressure(), "a node under pressure is tainted, and no pod is scheduled there")
 	for i, pool := range pools {
 		node, err := c.client.CoreV1().Nodes().Get(ctx, fmt.Sprintf("%s-%d", pool, i), metav1.GetOptions{})
 		require.NoError(t, err)
@@ -231,8 +232,30 @@ func (c *cluster) waitRunning(t *testing.T, name string) *corev1.Pod {
 			}
 			return p.Status.Phase == corev1.PodRunning, nil
 		})
-	require.NoError(t, err, "pod %s never ran: %+v", name, p.Status)
+	require.NoError(t, err, "pod %s never ran: %+v%s", name, p.Status, c.pressure())
 	return p
+}
+
+// pressure names the nodes under resource pressure, which taints them so that nothing is scheduled there: the host's
+// disk below the kubelet's eviction threshold (scripts/local-nodes.sh evictionHard) is the usual cause on a machine
+// that keeps build caches.
+func (c *cluster) pressure() string {
+	nodes, err := c.client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, n := range nodes.Items {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type != corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				out = append(out, fmt.Sprintf("%s: %s (%s)", n.Name, cond.Type, cond.Message))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "\nnodes under pressure: " + strings.Join(out, "; ")
 }
 
 // exec runs a command in a pod's container through the API server and the kubelet, as kubectl exec does.
