@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -167,4 +169,54 @@ func TestAPreviewCreatesNoStack(t *testing.T) {
 	matches, err := filepath.Glob(filepath.Join(root, "state", ".pulumi", "stacks", "gpu-tenancy", "prod.tenants-*"))
 	require.NoError(t, err)
 	assert.Empty(t, matches, "no group stack was created on the backend")
+}
+
+// A tenant leaves a stack only when the stack file retires it: its entry lost, preview and up refuse and the state
+// keeps it; retired, the preview lists what the up deletes and previews the rest, and the up deletes it.
+func TestATenantLeavesAStackOnlyRetired(t *testing.T) {
+	t.Setenv(BackendEnv, "")
+	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "test")
+	root := localStackProject(t, "backend:\n  url: file://./state\n", "0")
+	ctx := context.Background()
+	withGone := func(ctx *pulumi.Context) error {
+		var tenant, child pulumi.ResourceState
+		if err := ctx.RegisterComponentResource(tenantType, "gone-ai", &tenant, pulumi.Protect(true)); err != nil {
+			return err
+		}
+		return ctx.RegisterComponentResource("gpu-tenancy:test:Part", "gone-ai-part", &child, pulumi.Parent(&tenant))
+	}
+	o := inlineOptions(t, root, withGone)
+	st, err := Open(ctx, o)
+	require.NoError(t, err)
+	_, err = st.Up(ctx)
+	require.NoError(t, err)
+
+	o.Program = func(*pulumi.Context) error { return nil }
+	st, err = Open(ctx, o)
+	require.NoError(t, err)
+	_, err = st.Preview(ctx)
+	require.ErrorContains(t, err, "holds tenant gone-ai, which the stack file lists neither in tenants nor in retiredTenants")
+	_, err = st.Up(ctx)
+	require.ErrorContains(t, err, "holds tenant gone-ai")
+	held, err := st.Tenants(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gone-ai"}, held, "nothing is deleted for a lost line")
+
+	var progress strings.Builder
+	o.Config[platform.ConfigNamespace+":retiredTenants"] = `["gone-ai"]`
+	o.Progress = &progress
+	st, err = Open(ctx, o)
+	require.NoError(t, err)
+	_, err = st.Preview(ctx)
+	require.NoError(t, err, "the preview runs without the retired tenant's deletes")
+	assert.Contains(t, progress.String(), "tenant gone-ai is retired (retiredTenants): the up deletes")
+	assert.Contains(t, progress.String(), "- delete gpu-tenancy:test:Part gone-ai-part")
+	held, err = st.Tenants(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gone-ai"}, held, "a preview deletes nothing")
+	_, err = st.Up(ctx)
+	require.NoError(t, err)
+	held, err = st.Tenants(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, held, "the up deletes the retired tenant")
 }

@@ -411,10 +411,12 @@ func (s *Stack) Up(ctx context.Context, opts ...optup.Option) (auto.UpResult, er
 	}
 	done, err := s.begin(OpUp)
 	if err != nil {
+		closeUpStreams(opts)
 		return auto.UpResult{}, err
 	}
 	defer done()
 	if err := s.unprotectRetiredTenants(ctx); err != nil {
+		closeUpStreams(opts)
 		return auto.UpResult{}, err
 	}
 	// A tenant's removal deletes its namespace: say what that waits for.
@@ -432,6 +434,7 @@ func (s *Stack) Preview(ctx context.Context, opts ...optpreview.Option) (auto.Pr
 		optpreview.ErrorProgressStreams(s.progress())}
 	retiring, err := s.retiring(ctx)
 	if err != nil {
+		closePreviewStreams(opts)
 		return auto.PreviewResult{}, err
 	}
 	if len(retiring) > 0 {
@@ -444,6 +447,29 @@ func (s *Stack) Preview(ctx context.Context, opts ...optpreview.Option) (auto.Pr
 		defaults = append(defaults, optpreview.PolicyPacks(s.opts.PolicyPacks...))
 	}
 	return s.Stack.Preview(ctx, append(defaults, opts...)...)
+}
+
+// closeUpStreams is closePreviewStreams for an up that does not run.
+func closeUpStreams(opts []optup.Option) {
+	var o optup.Options
+	for _, opt := range opts {
+		opt.ApplyOption(&o)
+	}
+	for _, ch := range o.EventStreams {
+		close(ch)
+	}
+}
+
+// closePreviewStreams closes the event streams a caller handed to a preview that does not run, as the engine closes
+// them when one ends: a caller reading them would wait for ever.
+func closePreviewStreams(opts []optpreview.Option) {
+	var o optpreview.Options
+	for _, opt := range opts {
+		opt.ApplyOption(&o)
+	}
+	for _, ch := range o.EventStreams {
+		close(ch)
+	}
 }
 
 // retiring says, for each retired tenant the stack holds, every resource the up deletes with it, and returns their
