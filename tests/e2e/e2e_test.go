@@ -660,14 +660,18 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		require.NoError(t, client.CoreV1().Secrets(ns).Delete(ctx, "tenant-data", metav1.DeleteOptions{}))
 	})
 
-	t.Run("changing a quota updates just that quota", func(t *testing.T) {
+	t.Run("changing a quota updates just that quota, and the view of it inside the tenant's vCluster", func(t *testing.T) {
 		changed := append([]platform.TenantArgs(nil), tenants...)
 		changed[1].GPUQuota = map[string]int{slice: 5}
 		res, err := env.open(ctx, append(changed, audit)).Up(ctx)
 		require.NoError(t, err)
 		changes := *res.Summary.ResourceChanges
-		assert.Equal(t, 1, changes["update"], "%v", changes)
-		assert.Zero(t, changes["create"]+changes["delete"]+changes["replace"], "%v", changes)
+		// research-ai asks for its class by name (vcluster.gpuAccess both): the quota it reads inside its vCluster
+		// (kube-public/gpu-tenancy-gpus) is in its vCluster's values, so the chart's config Secret is replaced and its
+		// StatefulSet restarted once (README, "GPUs"); nothing else changes.
+		assert.Equal(t, map[string]int{"update": 2, "replace": 1}, map[string]int{"update": changes["update"], "replace": changes["replace"]},
+			"the quota, the vCluster's StatefulSet and its config Secret: %v", changes)
+		assert.Zero(t, changes["create"]+changes["delete"], "%v", changes)
 		quotas, err := client.CoreV1().ResourceQuotas(naming.Namespace(research)).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		got := ""
@@ -679,11 +683,12 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		assert.Equal(t, "5", got)
 	})
 
+	// The tenants as the grant below leaves them, without audit-ai.
+	granted := append([]platform.TenantArgs(nil), tenants...)
+	granted[1].Classes = []string{slice, whole}
+	granted[1].GPUQuota = map[string]int{slice: 5, whole: 1}
 	t.Run("granting a class lets the tenant claim it", func(t *testing.T) {
-		changed := append([]platform.TenantArgs(nil), tenants...)
-		changed[1].Classes = []string{slice, whole}
-		changed[1].GPUQuota = map[string]int{slice: 5, whole: 1}
-		_, err := env.open(ctx, append(changed, audit)).Up(ctx)
+		_, err := env.open(ctx, append(slices.Clone(granted), audit)).Up(ctx)
 		require.NoError(t, err)
 		ns := naming.Namespace(research)
 		eventually(t, ctx, func() error {
@@ -711,7 +716,9 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 	t.Run("retiring a tenant is previewed, then deletes it and leaves nothing behind", func(t *testing.T) {
 		env.retire("audit-ai")
 		defer env.retire()
-		_, err := env.open(ctx, nil).Preview(ctx)
+		// Previewed beside the other tenants as the last up left them: a preview of a change of a kept tenant's vCluster
+		// values fails on its protected config Secret, which only the up replaces (README, "Known limits").
+		_, err := env.open(ctx, granted).Preview(ctx)
 		require.NoError(t, err, "the preview of a retirement runs without the tenant's deletes, which it lists")
 		_, err = client.CoreV1().Namespaces().Get(ctx, naming.Namespace("audit-ai"), metav1.GetOptions{})
 		require.NoError(t, err, "a preview deletes nothing")
