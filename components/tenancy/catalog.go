@@ -297,14 +297,19 @@ func NewCatalog(ctx *pulumi.Context, name string, args *CatalogArgs, opts ...pul
 
 	names := make([]string, 0, len(args.Classes))
 	named, resourceNames := map[string]string{}, map[string]string{}
+	// The names the catalog's classes may carry, asked for or not: the class guard's list changes only with the
+	// catalog, never in the up where a tenant starts asking for a class by name and the class takes its name, since
+	// the API server applies a changed policy a moment after it is written and would refuse the class meanwhile.
+	carried := map[string]string{}
 	for _, class := range args.Classes {
 		names = append(names, class.Name)
+		carried[class.ResourceName()] = class.Name
 		if slices.Contains(args.ExtendedResourceClasses, class.Name) {
 			named[class.ResourceName()], resourceNames[class.Name] = class.Name, class.ResourceName()
 		}
 	}
 	var classGuard pulumi.Resource
-	for _, g := range guards(names, named, admission) {
+	for _, g := range guards(names, named, carried, admission) {
 		binding, err := newPolicy(ctx, name+"-"+g.suffix, g.policy, selectorArgs(g.NamespaceSelector), c)
 		if err != nil {
 			return nil, err
@@ -350,7 +355,7 @@ type Guard struct {
 
 // guards are the catalog's guards for its class names, the extended-resource names its DeviceClasses carry (each to
 // its class) and admission settings (after defaults).
-func guards(classes []string, named map[string]string, admission AdmissionArgs) []Guard {
+func guards(classes []string, named, carried map[string]string, admission AdmissionArgs) []Guard {
 	g := func(suffix string, policy admissionPolicy, selector *k8smeta.LabelSelector) Guard {
 		return Guard{Name: policy.name, NamespaceSelector: selector, suffix: suffix, policy: policy}
 	}
@@ -374,7 +379,7 @@ func guards(classes []string, named map[string]string, admission AdmissionArgs) 
 		g("runtime-env-keys", runtimeEnvKeysPolicy, tenantNamespaces),
 		g("extended-resources", extendedResourcePolicy(named), tenantNamespaces),
 		g("extended-resource-claims", extendedResourceClaimPolicy(admission.ClaimStatusWriters), tenantNamespaces),
-		g("extended-resource-classes", extendedResourceClassPolicy(named), nil),
+		g("extended-resource-classes", extendedResourceClassPolicy(carried), nil),
 		g("node-device-paths", nodeDevicePolicy(admission.RuntimeClasses), tenantNamespaces),
 		g("pod-placement", podPlacementPolicy(admission.tolerableTaints(), admission.PriorityClasses, admission.Schedulers,
 			*admission.MaxTenantPriority), tenantNamespaces),
@@ -395,7 +400,7 @@ func guards(classes []string, named map[string]string, admission AdmissionArgs) 
 
 // Guards are the catalog's guards for the admission settings, as a check of the cluster compares them: names and the
 // namespaces each binding selects.
-func Guards(admission AdmissionArgs) []Guard { return guards(nil, nil, admission.WithDefaults()) }
+func Guards(admission AdmissionArgs) []Guard { return guards(nil, nil, nil, admission.WithDefaults()) }
 
 // selectorArgs is a label selector as the kubernetes SDK's args; nil stays nil.
 func selectorArgs(s *k8smeta.LabelSelector) *metav1.LabelSelectorArgs {
@@ -432,7 +437,7 @@ func CatalogObjects(classes []GPUClass) []naming.ObjectRef {
 	for _, c := range classes {
 		refs = append(refs, naming.ObjectRef{Kind: naming.KindDeviceClass, Name: c.Name})
 	}
-	for _, g := range guards(nil, nil, AdmissionArgs{}.WithDefaults()) {
+	for _, g := range guards(nil, nil, nil, AdmissionArgs{}.WithDefaults()) {
 		refs = append(refs, naming.ObjectRef{Kind: naming.KindPolicy, Name: g.Name}, naming.ObjectRef{Kind: naming.KindPolicyBinding, Name: g.Name})
 	}
 	return append(refs, naming.ObjectRef{Kind: naming.KindFlowSchema, Name: ControllersFlowSchema},

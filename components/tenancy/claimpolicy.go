@@ -167,7 +167,7 @@ func extendedResourceClaimPolicy(writers []string) admissionPolicy {
 	}
 }
 
-// extendedResourceClassPolicy keeps the extended-resource names DeviceClasses map to the catalog's (named: each name
+// extendedResourceClassPolicy keeps the extended-resource names DeviceClasses map to the catalog's (named: every catalog class's name
 // to its class) and the NVIDIA driver's nvidia.com/ ones, whoever writes the class. The scheduler maps a name to a
 // class cluster-wide, the newer class winning (k8s.io/dynamic-resource-allocation v0.36.3
 // deviceclass/extendedresourcecache/extendedresourcecache.go), so a class outside the catalog that took a tenant's name
