@@ -22,10 +22,10 @@ const shardEnv = "GT_E2E_SHARD"
 // compile Go programs (a team's Go program, an old commit's program) share one shard, so that their links seldom run
 // at once; the local stack's test builds the operators' CLI in the other.
 var shards = [][]string{
-	{"TestLocalStack", "TestRecoveryAfterKill", "TestBlockedDestroyExplainsItself",
+	{"TestLocalStack", "TestRegroupKeepsEveryTenant", "TestRecoveryAfterKill", "TestBlockedDestroyExplainsItself",
 		"TestSimulatedHardwareAppliesAndRemoves", "TestStateLeftIncompleteByAKilledEngineIsRepaired",
 		"TestDemoRecoversAfterPurgeCrashAndInterruption", "TestYAMLProgramThroughTheProvider", "TestRepositoryProjectOnTheCLI"},
-	{"TestTenantGroups", "TestRegroupKeepsEveryTenant", "TestUpgradeFromBeforeThePlatformComponentKeepsEveryObjectAndGuard",
+	{"TestTenantGroups", "TestUpgradeFromBeforeThePlatformComponentKeepsEveryObjectAndGuard",
 		"TestYAMLProgramWithBadPropertiesRegistersNothing", "TestMisspeltKeyFailsTheProgram", "TestGoProgramWithAPlatform"},
 }
 
