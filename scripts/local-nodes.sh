@@ -27,6 +27,8 @@ NODE_BRIDGE=${GT_NODE_BRIDGE:-gtnodes0}
 NODE_NET=${GT_NODE_NET:-10.243.0}    # the nodes' network, /24: the host is .1, node i is .(10+i)
 POD_NET=${GT_POD_NET:-10.244}        # node i's pods: $POD_NET.i.0/24
 NODE_GW=$NODE_NET.1
+# A private registry's address on the nodes' network, which the nodes' containerd reaches over plain HTTP.
+NODE_REGISTRY=$NODE_GW:${GT_NODE_REGISTRY_PORT:-5000}
 NODE_TOOLS=${GT_NODE_TOOLS:-$(dirname "$BIN")/nodeimages}
 # /proc/<pid>/exe is a resolved path: compare pids against the resolved directory.
 if [[ -d $NODE_TOOLS ]]; then NODE_TOOLS=$(cd "$NODE_TOOLS" && pwd -P); fi
@@ -148,7 +150,7 @@ render_node_files() {
 	dir=$(node_dir "$i")
 	name=$(node_name "$i")
 	ip=$(node_ip "$i")
-	mkdir -p "$dir"/{etc,run,logs,state,cni/net.d}
+	mkdir -p "$dir"/{etc,run,logs,state,cni/net.d} "$dir/etc/certs.d/$NODE_REGISTRY"
 	local p
 	for p in "${NODE_PRIVATE_PATHS[@]}"; do mkdir -p "$dir/root$p"; done
 	write_kubeconfig "$dir/kubelet.kubeconfig" "kubelet-$name" "https://$NODE_GW:$APISERVER_PORT"
@@ -178,6 +180,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     snapshotter = "overlayfs"
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
       sandbox = "$PAUSE_IMAGE"
+    # Per-registry settings (hosts.toml): the nodes' private registry is served over plain HTTP.
+    [plugins.'io.containerd.cri.v1.images'.registry]
+      config_path = "$dir/etc/certs.d"
   [plugins.'io.containerd.cri.v1.runtime']
     enable_selinux = false
     # This host has no CAP_SYS_RESOURCE: an oom_score_adj below containerd's own (the kubelet asks -998 for
@@ -197,6 +202,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       bin_dirs = ["/usr/lib/cni"]
       conf_dir = "$dir/cni/net.d"
       max_conf_num = 1
+EOF
+	# The registry a test may serve on the host's end of the bridge (tests/nodes runs .tools/nodeimages/registry there),
+	# over plain HTTP (containerd v2.4.2 docs/hosts.md: an http:// server is dialled without TLS). It asks for
+	# credentials, which containerd takes from the pod's pull secret through the kubelet.
+	write_file "$dir/etc/certs.d/$NODE_REGISTRY/hosts.toml" <<EOF
+server = "http://$NODE_REGISTRY"
+[host."http://$NODE_REGISTRY"]
+  capabilities = ["pull", "resolve"]
 EOF
 	write_file "$dir/cni/net.d/10-pods.conflist" <<EOF
 {
@@ -232,9 +245,14 @@ clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 maxPods: 40
 serializeImagePulls: false
-evictionHard: {memory.available: 100Mi, nodefs.available: 5%, imagefs.available: 5%}
-imageGCHighThresholdPercent: 95
-imageGCLowThresholdPercent: 90
+# Absolute disk thresholds: the kubelet reads a percentage of the file system's whole size, and a shared build
+# disk (hundreds of GB, most of it other jobs' caches) sits below 5% free with gigabytes left, which tainted every
+# node DiskPressure and left each pod unscheduled. A node image cannot be pulled again (no registry), so image
+# garbage collection is off: 100 disables it (KubeletConfiguration imageGCHighThresholdPercent,
+# https://kubernetes.io/docs/reference/config-api/kubelet-config.v1beta1/).
+evictionHard: {memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi, nodefs.inodesFree: 1%, imagefs.inodesFree: 1%}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 # No CAP_SYS_RESOURCE here: the kubelet's own default -999 cannot be applied.
 oomScoreAdj: 0
 registerWithTaints: $taints
@@ -453,6 +471,10 @@ go_module_of() {
 NODE_PACKAGES=(nsenter:util-linux ip:iproute2 runc:runc iptables:iptables conntrack:conntrack ipset:ipset
 	/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static)
 
+# The free space nodes_up asks for: the images (about 150 MiB a node), the containers' writable layers and the
+# volumes tests write, above the kubelet's 1Gi threshold.
+NODES_MIN_FREE_KIB=$((3 * 1024 * 1024))
+
 nodes_up() {
 	need_packages "${NODE_PACKAGES[@]}"
 	[[ -x $NODE_TOOLS/pause && -x $NODE_TOOLS/mkimage && -x $BIN/containerd && -x $BIN/kubelet && -x $BIN/sim-dra-plugin &&
@@ -460,8 +482,14 @@ nodes_up() {
 		die "the nodes' tools are missing: run scripts/build-tools.sh first"
 	[[ -f /sys/fs/cgroup/pids/cgroup.procs ]] ||
 		die "real nodes need cgroup v1 hierarchies (/sys/fs/cgroup/pids): this host's cgroups are not what scripts/local-nodes.sh was written for"
-	save_host_settings
 	mkdir -p "$DATA/images"
+	# Each node's images and containers live under $DATA; below the kubelet's 1Gi eviction threshold (render_node_files)
+	# every node would register tainted DiskPressure, and no pod would ever be scheduled.
+	local free_kib
+	free_kib=$(df --output=avail -k "$DATA" | tail -n 1)
+	((free_kib >= NODES_MIN_FREE_KIB)) ||
+		die "real nodes need $((NODES_MIN_FREE_KIB / 1024 / 1024)) GiB free where $DATA lies; $((free_kib / 1024)) MiB are: free some space (old build caches, finished test directories) and start again"
+	save_host_settings
 	nodes_images >"$DATA/images/images.lock"
 	nodes_network_policy_rbac
 	local i
