@@ -2,13 +2,17 @@ package environment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -219,4 +223,48 @@ func TestATenantLeavesAStackOnlyRetired(t *testing.T) {
 	held, err = st.Tenants(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, held, "the up deletes the retired tenant")
+}
+
+// A move that fails is undone from its backups; when putting one of them back fails too, the move says so instead of
+// "as before", names the stack and the command that finishes the restore by hand, and that command does finish it.
+func TestAMoveWhoseRestoreFailsSaysHowToFinishByHand(t *testing.T) {
+	o, _ := groupedWithTenant(t)
+	ctx := context.Background()
+	env, err := OpenEnvironment(ctx, o)
+	require.NoError(t, err)
+	stackFile, err := os.ReadFile(env.opts.StackFile)
+	require.NoError(t, err)
+	env.restoreState = func(ctx context.Context, s *Stack, state apitype.UntypedDeployment) error {
+		if s.opts.Stack == "prod.tenants-1" {
+			return errors.New("the backend refused the write")
+		}
+		return s.Import(ctx, state)
+	}
+	// heldTenant builds legal-ai in group 0 only, so group 1's preview after the move would delete it, protected: the
+	// move is refused and undone.
+	_, err = env.Move(ctx, []string{"legal-ai"}, 1, false)
+	require.Error(t, err)
+	msg := err.Error()
+	assert.Contains(t, msg, `Tenant::legal-ai" cannot be deleted`, "the move's own failure comes first")
+	assert.Contains(t, msg, "the move was undone only in part")
+	assert.NotContains(t, msg, "as before")
+	command := regexp.MustCompile(`stack prod\.tenants-1 was not restored \(the backend refused the write\): run (pulumi stack import --stack prod\.tenants-1 --file (\S+))`).FindStringSubmatch(msg)
+	require.NotNil(t, command, "the failed restore is named with its command: %s", msg)
+	assert.Contains(t, msg, BackendEnv+"="+env.opts.Backend, "and the backend it runs against")
+	assert.NotContains(t, msg, "prod.tenants-0 was not restored")
+	assert.FileExists(t, command[2])
+
+	after, err := os.ReadFile(env.opts.StackFile)
+	require.NoError(t, err)
+	assert.Equal(t, string(stackFile), string(after), "the stack file is restored")
+	assert.Equal(t, []string{"legal-ai"}, heldBy(t, o, "prod.tenants-0"), "the source is restored")
+	assert.Equal(t, []string{"legal-ai"}, heldBy(t, o, "prod.tenants-1"), "the destination still holds the move's copy, as the message says")
+
+	byHand := exec.CommandContext(ctx, builtPulumi(t), append(strings.Fields(command[1])[1:], "--non-interactive")...)
+	byHand.Dir = o.RepoRoot
+	byHand.Env = append(os.Environ(), BackendEnv+"="+env.opts.Backend)
+	out, err := byHand.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Empty(t, heldBy(t, o, "prod.tenants-1"), "the command the move printed finishes the restore")
+	assert.Equal(t, []string{"legal-ai"}, heldBy(t, o, "prod.tenants-0"))
 }

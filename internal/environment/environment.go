@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -15,15 +17,13 @@ import (
 	"strings"
 	"sync"
 
-	"os"
-	"path/filepath"
-
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/platform"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optrefresh"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"k8s.io/client-go/metadata"
 )
 
@@ -62,6 +62,9 @@ type Environment struct {
 	// onlyGroup narrows operations to the one group stack Only kept: the platform stack (Stacks[0]) is there to read
 	// from, and is not run.
 	onlyGroup bool
+	// restoreState puts a backup back into a stack when a move is undone; nil is Stack.Import. Tests make it fail to
+	// see what a move whose restore failed tells its operator.
+	restoreState func(context.Context, *Stack, apitype.UntypedDeployment) error
 }
 
 // Changes are the steps of an operation by kind, summed over the environment's stacks.
@@ -416,11 +419,11 @@ func (e *Environment) Up(ctx context.Context, opts ...optup.Option) (Changes, er
 // up is Up under a lock the caller holds.
 func (e *Environment) up(ctx context.Context, opts ...optup.Option) (Changes, error) {
 	changes := Changes{}
-	held, err := e.checkPlacement(ctx)
+	held, live, err := e.checkPlacement(ctx)
 	if err != nil {
 		return changes, err
 	}
-	if err := e.pinPlacement(ctx, held); err != nil {
+	if err := e.pinPlacement(ctx, held, live); err != nil {
 		return changes, err
 	}
 	if held != nil && !e.onlyGroup {
@@ -488,13 +491,13 @@ func (e *Environment) up(ctx context.Context, opts ...optup.Option) (Changes, er
 // checkPlacement refuses, before anything runs, a tenant held by one group stack whose config records it in another
 // (a group edited instead of moved), a tenant two stacks hold, a group stack beyond the groups that holds tenants, and
 // a tenant a stack holds that the stack file neither lists nor retires: each would have a stack delete a tenant it
-// holds. The message says what to run. It returns the group whose stack
-// holds each tenant.
-func (e *Environment) checkPlacement(ctx context.Context) (map[string]int, error) {
+// holds. The message says what to run. It returns the group whose stack holds each tenant, and the group each tenant's
+// namespace on the cluster names (liveGroups).
+func (e *Environment) checkPlacement(ctx context.Context) (held, live map[string]int, err error) {
 	if e.groups == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	held := map[string]int{}
+	held = map[string]int{}
 	args := e.Stacks[0].args
 	recorded := map[string]int{}
 	for _, t := range args.Tenants {
@@ -504,16 +507,15 @@ func (e *Environment) checkPlacement(ctx context.Context) (map[string]int, error
 	}
 	// A tenant's namespace names the stack that last applied it: a move that stopped after handing the state over
 	// leaves the namespace with the old stack's label while the new stack holds it.
-	live, err := e.liveGroups(ctx)
-	if err != nil {
-		return nil, err
+	if live, err = e.liveGroups(ctx); err != nil {
+		return nil, nil, err
 	}
 	holder := map[string]string{}
 	var problems []string
 	for _, s := range e.groupStacks() {
 		tenants, err := s.Tenants(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		g, _ := platform.PartOf(s.opts.Stack, e.groups).Group()
 		for _, t := range tenants {
@@ -547,25 +549,23 @@ func (e *Environment) checkPlacement(ctx context.Context) (map[string]int, error
 		}
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("the environment's stacks do not hold the tenants where its stack file places them:\n  - %s",
+		return nil, nil, fmt.Errorf("the environment's stacks do not hold the tenants where its stack file places them:\n  - %s",
 			strings.Join(problems, "\n  - "))
 	}
-	return held, nil
+	return held, live, nil
 }
 
 // pinPlacement hands each stack's program the group whose state holds each tenant the stack file places nowhere
 // (no group recorded), so that the program places it there. The program alone would place such a tenant where its
 // namespace's owner label says, else by the hash of its name: a namespace deleted by hand would send the tenant to
 // the hash's group, which would create it while the group that holds it failed on its protection. The group that holds
-// it recreates it instead, and a warning says that its data went with the namespace.
-func (e *Environment) pinPlacement(ctx context.Context, held map[string]int) error {
+// it recreates it instead, and a warning says that its data went with the namespace. held and live are
+// checkPlacement's.
+func (e *Environment) pinPlacement(ctx context.Context, held, live map[string]int) error {
 	if e.groups == 0 {
 		return nil
 	}
-	live, err := e.liveGroups(ctx)
-	if err != nil {
-		return err
-	}
+	var err error
 	if held, err = e.heldElsewhere(ctx, held, live); err != nil {
 		return err
 	}

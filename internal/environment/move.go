@@ -237,10 +237,16 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 	}
 	// restore puts every state and the stack file back, and says so only when each was put back; otherwise it says
 	// which were not, and how to put them back by hand from the backups.
+	restoreState := e.restoreState
+	if restoreState == nil {
+		restoreState = func(ctx context.Context, s *Stack, state apitype.UntypedDeployment) error {
+			return s.Import(ctx, state)
+		}
+	}
 	restore := func(cause error) error {
 		var failed []string
 		for _, s := range slices.SortedFunc(maps.Keys(backups), func(a, b *Stack) int { return strings.Compare(a.opts.Stack, b.opts.Stack) }) {
-			if err := s.Import(context.Background(), backups[s]); err != nil {
+			if err := restoreState(context.Background(), s, backups[s]); err != nil {
 				file := filepath.Join(backupDir, s.opts.Stack+".json")
 				failed = append(failed, fmt.Sprintf("stack %s was not restored (%v): run pulumi stack import --stack %s --file %s",
 					s.opts.Stack, err, s.opts.Stack, file))
@@ -252,8 +258,8 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 		}
 		if len(failed) > 0 {
 			return fmt.Errorf("moving %s to %s: %v; the move was undone only in part, so the states and the stack file "+
-				"disagree until you finish by hand (backups in %s):\n  - %s", strings.Join(tenants, ", "), dest.opts.Stack,
-				cause, backupDir, strings.Join(failed, "\n  - "))
+				"disagree until you finish by hand, with %s=%s (backups in %s):\n  - %s", strings.Join(tenants, ", "),
+				dest.opts.Stack, cause, BackendEnv, dest.opts.Backend, backupDir, strings.Join(failed, "\n  - "))
 		}
 		return fmt.Errorf("moving %s to %s: %v; every state and the stack file are as before (backups in %s)",
 			strings.Join(tenants, ", "), dest.opts.Stack, cause, backupDir)

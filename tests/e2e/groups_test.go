@@ -240,8 +240,9 @@ func TestTenantGroups(t *testing.T) {
 		assert.Contains(t, err.Error(), "destroy the groups first")
 		assert.Equal(t, uids, namespaceUIDs(t, ctx, legal, research), "every tenant's namespace is the same one")
 	})
-	// The three kill points of TestRecoveryAfterKill, in the layout's own places: the platform stack's up, the
-	// groups' parallel up, and the groups' destroy, all at once.
+	// The kill points of TestRecoveryAfterKill, in the layout's own places: the platform stack's up, the groups'
+	// parallel up, and a destroy at three points: before the engine deleted anything, among the groups' deletes, and
+	// in the platform stack's, the groups gone.
 	for _, kill := range []struct {
 		name string
 		op   environment.Op
@@ -251,6 +252,7 @@ func TestTenantGroups(t *testing.T) {
 		// In group 0's progress, which holds a tenant: the empty group 1's stack is done within a second, and a kill on
 		// its line could land when no group holds its stack's lock.
 		{"killed during the parallel tenant run", environment.OpUp, []string{"[local tenants-0]", "creating"}},
+		{"killed as the groups' destroy starts", environment.OpDestroy, []string{"[local tenants-0]", "Destroying ("}},
 		{"killed during the groups' destroy", environment.OpDestroy, []string{"[local tenants-0]", "deleting"}},
 		{"killed during the platform stack's destroy, the groups gone", environment.OpDestroy, []string{"[local platform]", "deleting"}},
 	} {
