@@ -411,12 +411,12 @@ func (s *Stack) Up(ctx context.Context, opts ...optup.Option) (auto.UpResult, er
 	}
 	done, err := s.begin(OpUp)
 	if err != nil {
-		closeUpStreams(opts)
+		closeStreams(applied[optup.Options](opts).EventStreams)
 		return auto.UpResult{}, err
 	}
 	defer done()
 	if err := s.unprotectRetiredTenants(ctx); err != nil {
-		closeUpStreams(opts)
+		closeStreams(applied[optup.Options](opts).EventStreams)
 		return auto.UpResult{}, err
 	}
 	// A tenant's removal deletes its namespace: say what that waits for.
@@ -434,7 +434,7 @@ func (s *Stack) Preview(ctx context.Context, opts ...optpreview.Option) (auto.Pr
 		optpreview.ErrorProgressStreams(s.progress())}
 	retiring, err := s.retiring(ctx)
 	if err != nil {
-		closePreviewStreams(opts)
+		closeStreams(applied[optpreview.Options](opts).EventStreams)
 		return auto.PreviewResult{}, err
 	}
 	if len(retiring) > 0 {
@@ -449,25 +449,20 @@ func (s *Stack) Preview(ctx context.Context, opts ...optpreview.Option) (auto.Pr
 	return s.Stack.Preview(ctx, append(defaults, opts...)...)
 }
 
-// closeUpStreams is closePreviewStreams for an up that does not run.
-func closeUpStreams(opts []optup.Option) {
-	var o optup.Options
+// applied are the options a list of them sets, as the Automation API applies them (optup.Options,
+// optpreview.Options).
+func applied[O any, A interface{ ApplyOption(*O) }](opts []A) O {
+	var o O
 	for _, opt := range opts {
 		opt.ApplyOption(&o)
 	}
-	for _, ch := range o.EventStreams {
-		close(ch)
-	}
+	return o
 }
 
-// closePreviewStreams closes the event streams a caller handed to a preview that does not run, as the engine closes
-// them when one ends: a caller reading them would wait for ever.
-func closePreviewStreams(opts []optpreview.Option) {
-	var o optpreview.Options
-	for _, opt := range opts {
-		opt.ApplyOption(&o)
-	}
-	for _, ch := range o.EventStreams {
+// closeStreams closes the event streams a caller handed to an operation that does not run, as the engine closes them
+// when one ends: a caller reading them would wait for ever.
+func closeStreams(streams []chan<- events.EngineEvent) {
+	for _, ch := range streams {
 		close(ch)
 	}
 }

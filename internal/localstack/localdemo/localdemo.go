@@ -63,6 +63,8 @@ type demo struct {
 	Options
 	kubeconfig string
 	stackFile  platform.StackConfig
+	// args are the stack file's settings as the platform reads them, read once.
+	args *platform.PlatformArgs
 }
 
 func newDemo(o Options) (*demo, error) {
@@ -95,7 +97,11 @@ func newDemo(o Options) (*demo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &demo{Options: o, kubeconfig: filepath.Join(o.ClusterDir, "kubeconfig"), stackFile: sc}, nil
+	args, err := platform.Load(sc.Source(), platform.ConfigKeys)
+	if err != nil {
+		return nil, err
+	}
+	return &demo{Options: o, kubeconfig: filepath.Join(o.ClusterDir, "kubeconfig"), stackFile: sc, args: args}, nil
 }
 
 func (d *demo) say(format string, args ...any) {
@@ -530,11 +536,7 @@ func (d *demo) namingVClusters(ctx context.Context, tenants []platform.TenantArg
 	}
 	out := map[string]kubernetes.Interface{}
 	for _, t := range tenants {
-		names, err := d.namesClasses(t)
-		if err != nil {
-			return nil, err
-		}
-		if !names {
+		if !d.args.GPUAccessOf(t).NamesClasses() {
 			continue
 		}
 		cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(configs[t.Name]))

@@ -176,25 +176,12 @@ func (d *demo) overQuotaByName(ctx context.Context, vc kubernetes.Interface, t p
 
 // resourceName is the extended-resource name of a class of the local stack file.
 func (d *demo) resourceName(class string) (string, error) {
-	args, err := platform.Load(d.stackFile.Source(), platform.ConfigKeys)
-	if err != nil {
-		return "", err
-	}
-	for _, c := range args.GPUClasses {
+	for _, c := range d.args.GPUClasses {
 		if c.Name == class {
 			return c.ResourceName(), nil
 		}
 	}
 	return "", fmt.Errorf("class %s is not in the local stack's gpuClasses", class)
-}
-
-// namesClasses says whether the tenant asks for its classes by name (platform.PlatformArgs.GPUAccessOf).
-func (d *demo) namesClasses(t platform.TenantArgs) (bool, error) {
-	args, err := platform.Load(d.stackFile.Source(), platform.ConfigKeys)
-	if err != nil {
-		return false, err
-	}
-	return args.GPUAccessOf(t).NamesClasses(), nil
 }
 
 // start creates a claim for one device of class and a pod using it, both named name, reusing those of an earlier
