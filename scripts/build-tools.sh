@@ -17,6 +17,7 @@
 #   .tools/bin/sim-dra-plugin         the real GPU nodes' simulated NVIDIA DRA kubelet plugin, rebuilt on every run
 #   .tools/nodeimages/{mkimage,pause,gpu-probe,podcheck,vcluster,kine,coredns}  what the nodes' images are packed
 #                                     with and from
+#   .tools/nodeimages/registry        a private registry on the nodes' network (tests/nodes)
 #   .tools/bin/gpu-tenancy-policy     the project's policy pack (./policy), rebuilt on every run
 #   .tools/bin/pulumi-resource-gpu-tenancy  the component provider (./provider), rebuilt on every run
 #   .tools/pulumi-home/plugins/resource-kubernetes-v4.32.0/pulumi-resource-kubernetes
@@ -227,7 +228,7 @@ wanted containerd && CGO_ENABLED=0 GOFLAGS="-tags=no_btrfs,no_devmapper,no_zfs" 
 # mkimage packs the images the real nodes run (scripts/tools/nodeimages), from the static binaries built beside it;
 # -trimpath and no VCS stamp, so that the images' digests depend on neither where the repository is nor its commit
 # (images.lock).
-wanted nodeimages && CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false" build nodeimages "$MODS/nodeimages" "$TOOLS/nodeimages" "" ./mkimage ./pause ./gpu-probe ./podcheck
+wanted nodeimages && CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false" build nodeimages "$MODS/nodeimages" "$TOOLS/nodeimages" "" ./mkimage ./pause ./gpu-probe ./podcheck ./registry
 
 # The tenants' vClusters on the real nodes run images packed from these: vCluster's syncer (the open-source build of
 # the release the chart comes from, compiled in the control plane's module so that the Kubernetes libraries compile

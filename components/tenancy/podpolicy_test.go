@@ -648,6 +648,15 @@ func TestVolumeClaimsDoNotBindExistingVolumes(t *testing.T) {
 	assert.Empty(t, h.do(t, binder), "the persistent-volume controller binds")
 }
 
+// projectedToken is a projected volume of a service-account token of the audience ("" for the API server's) and
+// lifetime, beside the CA a token volume carries.
+func projectedToken(audience string, seconds int64) corev1.VolumeSource {
+	return corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+		{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}},
+		{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: audience, ExpirationSeconds: &seconds, Path: "token"}},
+	}}}
+}
+
 func TestTenantPodVolumesAreOfTheKindsRestrictedAllows(t *testing.T) {
 	h := newHarness(t, runPlatform(t, testClasses, teamA()))
 	with := func(v corev1.VolumeSource) *corev1.Pod {
@@ -673,6 +682,11 @@ func TestTenantPodVolumesAreOfTheKindsRestrictedAllows(t *testing.T) {
 		{"a Secret", corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}, nil},
 		{"scratch space", corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}, nil},
 		{"the projected token vCluster writes", corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}, nil},
+		{"the token the API server adds to every pod", projectedToken("", 3607), nil},
+		{"a token for another system's audience", projectedToken("sts.amazonaws.com", 3607),
+			[]string{"pod test has volumes v projecting a service-account token of an audience or lifetime of its own"}},
+		{"a token of the shortest lifetime, which the node renews every 8 minutes", projectedToken("", 600),
+			[]string{"has volumes v projecting a service-account token", "(its own audience, 3607 seconds)"}},
 		{"the downward API", corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{}}, nil},
 		{"a volume claim", corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}, nil},
 		{"a generic ephemeral volume", corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}, nil},

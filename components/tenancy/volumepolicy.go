@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
@@ -84,18 +85,42 @@ const betaStorageClassAnnotation = "volume.beta.kubernetes.io/storage-class"
 // checked, whoever creates it. A tenant's own network storage is reached through a PersistentVolumeClaim of a class the
 // operator provides (an NFS or Filestore CSI class), which the volume-claims guard and the storage quota bound.
 // Inline CSI volumes stay allowed, as restricted allows them (docs/threat-model.md, "CSI inline volumes").
+//
+// A projected service-account token is requested by the kubelet, under the node's identity and so outside the
+// tenant's API share, once for each distinct audience and lifetime a pod names, and again before each expires (k8s.io/kubernetes
+// v1.36.3 pkg/kubelet/token/token_manager.go: its cache key is the account, audiences, lifetime and pod): a pod of
+// many volumes, each of its own audience or of the shortest lifetime, makes the nodes ask the API server for a token
+// per volume every 8 minutes, and an audience of the tenant's choosing is a token other systems that trust the
+// cluster's issuer may take. Tenant pods need neither: vCluster gives a virtual pod's tokens as the virtual cluster's
+// own, from an annotation, and never writes a token projection to the host (the pods its syncer writes, read on the
+// local stack's real nodes: tests/nodes), so the only one allowed is the one the ServiceAccount admission plugin adds,
+// the API server's audience and 3607 seconds (v1.36.3 plugin/pkg/admission/serviceaccount/admission.go
+// TokenVolumeSource, pkg/serviceaccount/claims.go WarnOnlyBoundTokenExpirationSeconds): one token per pod.
 var podVolumeTypesPolicy = admissionPolicy{
-	name:      PodVolumeTypesPolicy,
-	rules:     []admissionRule{{group: "", resources: []string{"pods"}, operations: create}},
-	variables: []celNamed{{"tenant", celTenant}, {"refused", `object.spec.?volumes.orValue([]).filter(v, !(` + celHasAny("v", tenantVolumeTypes) + `)).map(v, v.name)`}},
+	name:  PodVolumeTypesPolicy,
+	rules: []admissionRule{{group: "", resources: []string{"pods"}, operations: create}},
+	variables: []celNamed{{"tenant", celTenant}, {"refused", `object.spec.?volumes.orValue([]).filter(v, !(` + celHasAny("v", tenantVolumeTypes) + `)).map(v, v.name)`},
+		// A projected volume of no sources holds a null list, which no iteration takes (its field has no omitempty).
+		{"tokens", `object.spec.?volumes.orValue([]).filter(v, has(v.projected) && type(v.projected.?sources.orValue([])) == list &&
+	v.projected.sources.exists(s, has(s.serviceAccountToken) && (s.serviceAccountToken.?audience.orValue('') != '' || s.serviceAccountToken.?expirationSeconds.orValue(0) != $TOKEN_SECONDS))).map(v, v.name)`}},
 	validations: []celValidation{{
 		expression: `size(variables.refused) == 0`,
 		message: `'tenant ' + variables.tenant + ': pod ' + object.metadata.name + ' has volumes ' + variables.refused.join(', ') +
 	' of a kind the node mounts with its own network and credentials; tenant pods may use ' + $TYPES.join(', ') +
 	' volumes, and reach network storage through a PersistentVolumeClaim of a storage class'`,
+	}, {
+		expression: `size(variables.tokens) == 0`,
+		message: `'tenant ' + variables.tenant + ': pod ' + object.metadata.name + ' has volumes ' + variables.tokens.join(', ') +
+	' projecting a service-account token of an audience or lifetime of its own, which the node requests under its own identity; ' +
+	'tenant pods get the token the API server adds (its own audience, ' + string($TOKEN_SECONDS) + ' seconds), and a virtual pod its vCluster\'s token'`,
 	}},
-	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "TYPES": celList(tenantVolumeTypes)},
+	literals: map[string]string{"TENANT_LABEL": celString(naming.TenantNamespaceLabel), "TYPES": celList(tenantVolumeTypes),
+		"TOKEN_SECONDS": fmt.Sprint(injectedTokenSeconds)},
 }
+
+// injectedTokenSeconds is the lifetime of the token volume the ServiceAccount admission plugin adds to a pod
+// (k8s.io/kubernetes v1.36.3 pkg/serviceaccount/claims.go WarnOnlyBoundTokenExpirationSeconds).
+const injectedTokenSeconds = 3607
 
 // tenantVolumeTypes are the pod volume sources Pod Security's restricted level allows
 // (k8s.io/pod-security-admission v0.34.4 policy/check_restrictedVolumes.go restrictedVolumes_1_0).

@@ -241,6 +241,14 @@ func withVolume(v corev1.VolumeSource) func(*corev1.Pod) {
 	return func(p *corev1.Pod) { p.Spec.Volumes = []corev1.Volume{{Name: "loot", VolumeSource: v}} }
 }
 
+// projectedToken is a projected volume of a service-account token of the audience ("" for the API server's) and
+// lifetime.
+func projectedToken(audience string, seconds int64) corev1.VolumeSource {
+	return corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+		{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: audience, ExpirationSeconds: &seconds, Path: "token"}},
+	}}}
+}
+
 // volumeAttacks are the volumes the node mounts from its own network with its own credentials. Pod Security's
 // restricted level refuses them too, before the policies run, so the guard is what refuses them at baseline only.
 func volumeAttacks(tenant string) []attack {
@@ -285,9 +293,14 @@ func attacksAtEveryLevel(tenant, class string) []attack {
 	faulty := resourcev1.DeviceToleration{Key: "gpu.nvidia.com/xid", Operator: resourcev1.DeviceTolerationOpExists}
 	other := map[string]string{legal: research, research: legal}[tenant]
 	otherClass := map[string]string{legal: slice, research: whole}[tenant]
+	const ownToken = "projecting a service-account token of an audience or lifetime of its own"
 	return []attack{
 		{"the NVIDIA runtime class", tenancy.NodeDevicePolicy, "RuntimeClass nvidia is not one tenants may use",
 			createPod(func(p *corev1.Pod) { p.Spec.RuntimeClassName = ptr.To("nvidia") })},
+		{"a service-account token for another system's audience, which the node requests", tenancy.PodVolumeTypesPolicy, ownToken,
+			createPod(withVolume(projectedToken("sts.amazonaws.com", 3607)))},
+		{"a service-account token the node renews every 8 minutes", tenancy.PodVolumeTypesPolicy, ownToken,
+			createPod(withVolume(projectedToken("", 600)))},
 		{"CUDA_VERSION, which makes a legacy image take every GPU", tenancy.RuntimeEnvPolicy, "set NVIDIA runtime variables",
 			createPod(withEnv("CUDA_VERSION", "12.4.1"))},
 		{"IMEX channels", tenancy.RuntimeEnvPolicy, "set NVIDIA runtime variables", createPod(withEnv("NVIDIA_IMEX_CHANNELS", "0"))},

@@ -148,23 +148,38 @@ func (c *cluster) checkNetworkPolicy(t *testing.T, ctx context.Context, clients 
 // once it runs.
 func (c *cluster) runThroughVCluster(t *testing.T, ctx context.Context, tenant string, cfg *rest.Config, name, command string) *corev1.Pod {
 	t.Helper()
-	vc, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	// The service account appears in a new vCluster's default namespace a moment after it starts.
-	var last error
-	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, last = vc.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: tenantPod(command)}, metav1.CreateOptions{})
-		return last == nil || apierrors.IsAlreadyExists(last), nil
-	})
-	require.NoError(t, err, "creating %s through %s's vCluster: %v", name, tenant, last)
+	return c.runSpecThroughVCluster(t, ctx, tenant, cfg, name, tenantPod(command))
+}
+
+// runSpecThroughVCluster is runThroughVCluster of a pod spec.
+func (c *cluster) runSpecThroughVCluster(t *testing.T, ctx context.Context, tenant string, cfg *rest.Config, name string, spec corev1.PodSpec) *corev1.Pod {
+	t.Helper()
+	vc := c.createThroughVCluster(t, ctx, tenant, cfg, name, spec)
 	var host *corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
 		host, err = c.client.CoreV1().Pods(naming.Namespace(tenant)).Get(ctx, syncedName(name, "default", tenant), metav1.GetOptions{})
 		return err == nil && host.Status.Phase == corev1.PodRunning && host.Status.PodIP != "", nil
 	})
 	require.NoError(t, err, "%s of %s never ran on the host: %s", name, tenant, describePods(ctx, vc, "default"))
 	return host
+}
+
+// createThroughVCluster creates a pod in the default namespace of the tenant's vCluster, and returns the vCluster's
+// client.
+func (c *cluster) createThroughVCluster(t *testing.T, ctx context.Context, tenant string, cfg *rest.Config, name string, spec corev1.PodSpec) kubernetes.Interface {
+	t.Helper()
+	vc, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	// The service account appears in a new vCluster's default namespace a moment after it starts.
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, last = vc.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec},
+			metav1.CreateOptions{})
+		return last == nil || apierrors.IsAlreadyExists(last), nil
+	})
+	require.NoError(t, err, "creating %s through %s's vCluster: %v", name, tenant, last)
+	return vc
 }
 
 // syncedName is the host name vCluster gives an object of a virtual namespace (loft-sh/vcluster v0.36.1

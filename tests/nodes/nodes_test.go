@@ -34,7 +34,8 @@ var pools = []string{"system", "a100-whole", "a100-mig"}
 
 // Ports apart from the demo's cluster and the end-to-end shards' (tests/e2e/main_test.go).
 var clusterEnv = []string{"GT_ETCD_PORT=43790", "GT_ETCD_PEER_PORT=43800", "GT_APISERVER_PORT=46443",
-	"GT_KCM_PORT=40257", "GT_SCHEDULER_PORT=40259", "GT_NODES=" + strings.Join(pools, " ")}
+	"GT_KCM_PORT=40257", "GT_SCHEDULER_PORT=40259", "GT_NODES=" + strings.Join(pools, " "),
+	"GT_NODE_REGISTRY_PORT=" + privateRegistryPort}
 
 const (
 	busybox  = "localhost/gpu-tenancy/busybox:local"
@@ -72,7 +73,7 @@ func (c *cluster) script(t *testing.T, verb string) string {
 
 func TestPodsRunOnRealNodesAndDownLeavesTheHostAsItWas(t *testing.T) {
 	root := asRoot(t, "starts a control plane and real nodes")
-	for _, tool := range []string{"bin/kubelet", "bin/containerd", "bin/kube-proxy", "nodeimages/pause"} {
+	for _, tool := range []string{"bin/kubelet", "bin/containerd", "bin/kube-proxy", "nodeimages/pause", "nodeimages/registry"} {
 		_, err := os.Stat(filepath.Join(root, ".tools", tool))
 		require.NoError(t, err, "%s is not built: run `make tools` (make test does)", tool)
 	}

@@ -151,6 +151,9 @@ func (c *cluster) checkTenants(t *testing.T) {
 		c.checkGPUsByName(t, ctx, clients)
 	})
 	t.Run("NetworkPolicies hold for packets", func(t *testing.T) { c.checkNetworkPolicy(t, ctx, clients) })
+	t.Run("an image one tenant pulled with its credentials does not start for another tenant", func(t *testing.T) {
+		c.checkPrivateImage(t, ctx, clients)
+	})
 	t.Run("what reaches past the entitlement, sent through a vCluster by its admin, is refused on the host", func(t *testing.T) {
 		c.checkHostileThroughVCluster(t, ctx, "legal-ai", clients["legal-ai"])
 	})

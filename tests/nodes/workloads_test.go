@@ -100,11 +100,16 @@ func (c *cluster) checkWorkloadsThroughVCluster(t *testing.T, ctx context.Contex
 
 	// A pod reading the ConfigMap and the Secret, with a native sidecar and a shared-memory emptyDir, and the client
 	// that reaches the Deployment through its Service by name (the vCluster's own DNS).
+	// It reads a service-account token for an audience of its own, too, which vCluster mints in the virtual cluster:
+	// the host's copy projects none, so the host's guard that refuses such projections is no obstacle.
 	mixed := tenantPod("cat /config/greeting /secret/token && echo && df -k /dev/shm | grep -c shm && " +
-		"wget -qO- http://web && exec sleep 3600")
+		"wget -qO- http://web && test -s /audience/token && echo audience-token && exec sleep 3600")
 	mixed.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "config", MountPath: "/config"},
-		{Name: "secret", MountPath: "/secret"}, {Name: "shm", MountPath: "/dev/shm"}}
+		{Name: "secret", MountPath: "/secret"}, {Name: "shm", MountPath: "/dev/shm"}, {Name: "audience", MountPath: "/audience"}}
 	mixed.Volumes = []corev1.Volume{
+		{Name: "audience", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "https://sts.example.com", ExpirationSeconds: ptr.To(int64(600)), Path: "token"}},
+		}}}},
 		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}},
 		{Name: "secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "token"}}},
@@ -140,13 +145,20 @@ func (c *cluster) checkWorkloadsThroughVCluster(t *testing.T, ctx context.Contex
 			return false, nil
 		},
 		"the StatefulSet's pod wrote its volume": logsSay(vc, ns, "db-0", "main", "kept\n"),
-		"the pod read its ConfigMap and Secret, has shared memory and reached the Service by name": logsSay(vc, ns, "mixed", "main",
-			"hello-from-configmaphello-from-secret\n1\nserved-by-web\n"),
+		"the pod read its ConfigMap and Secret, has shared memory, reached the Service by name and read its token": logsSay(vc, ns, "mixed", "main",
+			"hello-from-configmaphello-from-secret\n1\nserved-by-web\naudience-token\n"),
 	}
 	for what, check := range done {
 		// A CronJob runs at the next minute: the longest wait.
 		err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, check)
 		assert.NoError(t, err, "%s, through %s's vCluster: %s", what, tenant, describePods(ctx, vc, ns))
+	}
+	host, err := c.client.CoreV1().Pods(naming.Namespace(tenant)).Get(ctx, syncedName("mixed", ns, tenant), metav1.GetOptions{})
+	require.NoError(t, err)
+	for _, v := range host.Spec.Volumes {
+		for _, source := range ptr.Deref(v.Projected, corev1.ProjectedVolumeSource{}).Sources {
+			assert.Nil(t, source.ServiceAccountToken, "the host's copy of a pod projects no token of the host's (volume %s)", v.Name)
+		}
 	}
 	events, err := c.client.CoreV1().Events(naming.Namespace(tenant)).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
