@@ -5,7 +5,7 @@ export PATH := $(TOOLS_BIN):$(PATH)
 STACK ?=
 GO_TEST_FLAGS ?= -timeout 40m
 
-.PHONY: test unit lint build tools plan plan-check demo demo-down preview up stack policy-pack bench schema
+.PHONY: test unit lint build tools plan plan-check demo demo-down preview up stack policy-pack bench schema docs
 
 ## build: compile every package, and the operators' CLI into bin/gpu-tenancy
 build:
@@ -32,7 +32,11 @@ unit:
 	go test -short ./...
 	cd provider && go test -short ./...
 
-## schema: regenerate provider/schema.json from the args' Go types and the README's config reference
+## docs: render the README's picture, docs/architecture.svg, from docs/architecture.dot (Debian package graphviz)
+docs:
+	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
+
+## schema: regenerate provider/schema.json from the args' Go types and the config reference (docs/installation-configuration.md)
 schema:
 	cd provider && go run ./cmd/schemagen
 

@@ -23,9 +23,9 @@ import (
 )
 
 func TestSchemaIsCurrent(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	reference, err := os.ReadFile("../docs/installation-configuration.md")
 	require.NoError(t, err)
-	generated, err := Schema(readme)
+	generated, err := Schema(reference)
 	require.NoError(t, err)
 	assert.Equal(t, string(generated), schemaJSON, "provider/schema.json is stale: run `make schema`")
 }
@@ -38,7 +38,7 @@ func TestSchemaDescribesEveryPropertyAndMarksSecrets(t *testing.T) {
 	for _, prop := range platform.Properties() {
 		in, ok := res.InputProperties[prop.Name]
 		require.True(t, ok, "input %s", prop.Name)
-		assert.NotEmpty(t, in.Description, "input %s has no row in the README's config reference", prop.Name)
+		assert.NotEmpty(t, in.Description, "input %s has no row in the config reference", prop.Name)
 		assert.Equal(t, prop.Secret, in.Secret, "input %s", prop.Name)
 	}
 	assert.True(t, res.Properties["kubeconfig"].Secret)
@@ -51,10 +51,10 @@ func TestSchemaDescribesEveryPropertyAndMarksSecrets(t *testing.T) {
 	}
 }
 
-func TestAReadmeRowForAKeyThatDoesNotExistFailsTheSchema(t *testing.T) {
-	readme := []byte("## Config reference\n\n| key | default | meaning |\n|---|---|---|\n| `cloud` | (required) | where |\n" +
+func TestAReferenceRowForAKeyThatDoesNotExistFailsTheSchema(t *testing.T) {
+	reference := []byte("## Config reference\n\n| key | default | meaning |\n|---|---|---|\n| `cloud` | (required) | where |\n" +
 		"| `tenants[].gpuQuotas` | | misspelt |\n\n## Next\n")
-	_, err := Schema(readme)
+	_, err := Schema(reference)
 	require.ErrorContains(t, err, "documents keys the Platform does not have: tenants[].gpuQuotas")
 }
 

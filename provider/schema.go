@@ -19,10 +19,10 @@ const typePrefix = Name + ":index:"
 
 // Schema generates the package schema: the Platform's input properties and their object types from the args' Go
 // types (platform.Properties, JSON names as the stack config spells them), secrets marked, and every description
-// from the README's config reference, whose rows must all name a property (a row for a key that does not exist
+// from the config reference (docs/installation-configuration.md), whose rows must all name a property (a row for a key that does not exist
 // fails the generation).
-func Schema(readme []byte) ([]byte, error) {
-	docs, err := configReference(readme)
+func Schema(reference []byte) ([]byte, error) {
+	docs, err := configReference(reference)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func Schema(readme []byte) ([]byte, error) {
 	}
 	if len(unused) > 0 {
 		sort.Strings(unused)
-		return nil, fmt.Errorf("the README's config reference documents keys the Platform does not have: %s", strings.Join(unused, ", "))
+		return nil, fmt.Errorf("the config reference documents keys the Platform does not have: %s", strings.Join(unused, ", "))
 	}
 	g.types[typePrefix+"TenantOutputs"] = schema.ComplexTypeSpec{ObjectTypeSpec: schema.ObjectTypeSpec{
 		Type:        "object",
@@ -66,7 +66,7 @@ func Schema(readme []byte) ([]byte, error) {
 			ObjectTypeSpec: schema.ObjectTypeSpec{
 				Type: "object",
 				Description: "The whole GPU tenancy platform on one cluster. Its arguments are the documented stack config " +
-					"(README, \"Config reference\"), validated whole, every problem at once with its property path, before " +
+					"(docs/installation-configuration.md, \"Config reference\"), validated whole, every problem at once with its property path, before " +
 					"anything is registered.",
 				Properties: map[string]schema.PropertySpec{
 					"tenants": {TypeSpec: schema.TypeSpec{Type: "object", AdditionalProperties: &schema.TypeSpec{Ref: "#/types/" + typePrefix + "TenantOutputs"}},
@@ -80,7 +80,7 @@ func Schema(readme []byte) ([]byte, error) {
 			RequiredInputs:  []string{"cloud"},
 		}},
 		Types: g.types,
-		// The SDK names the TypeScript and Python snippets of the README use.
+		// The SDK names the TypeScript and Python snippets of the docs use.
 		Language: map[string]schema.RawMessage{
 			"nodejs": schema.RawMessage(`{"packageName":"@gpu-tenancy/gpu-tenancy"}`),
 			"python": schema.RawMessage(`{"packageName":"pulumi_gpu_tenancy"}`),
@@ -238,14 +238,14 @@ var (
 	mapPart  = regexp.MustCompile(`<[a-z]+>`)
 )
 
-// configReference reads the README's config reference table into descriptions by key path: `gpuPools[].name`, a
+// configReference reads the config reference table into descriptions by key path: `gpuPools[].name`, a
 // map's entries as `tenants[].gpuQuota.<>`. A row naming several keys (`a.b.c` / `d`, or `a.b`, `c`) describes
 // siblings of the first: `a.b.c` and `a.b.d`.
-func configReference(readme []byte) (map[string]string, error) {
-	text := string(readme)
+func configReference(doc []byte) (map[string]string, error) {
+	text := string(doc)
 	start := strings.Index(text, "## Config reference")
 	if start < 0 {
-		return nil, fmt.Errorf("the README has no \"## Config reference\" section")
+		return nil, fmt.Errorf("the configuration document has no \"## Config reference\" section")
 	}
 	section := text[start:]
 	if end := strings.Index(section[3:], "\n## "); end >= 0 {

@@ -63,7 +63,7 @@ if ((${#stacks[@]} == 0)); then
 	exit 2
 fi
 
-# A stack file with gpu-tenancy:tenantGroups is an environment of several stacks (README, Environments): its own, the
+# A stack file with gpu-tenancy:tenantGroups is an environment of several stacks (docs/operating.md, "Several environments, drift and recovery"): its own, the
 # platform, and <stack>.tenants-<i> for each group, which read the same file (--config-file), plus any group stack the
 # backend still holds beyond them (gpu-tenancy-env stacks lists the same). A stack file `pulumi stack init` wrote for a
 # group stack holds no config of its own and is skipped. The value may be quoted and followed by a comment.

@@ -2,7 +2,7 @@
 # test.sh [go test flags...]: every test of both modules. With no flags but -timeout, the end-to-end package runs as
 # its shards side by side (tests/e2e/shards_test.go), each on a control plane of its own, beside the other packages;
 # one test mostly waits on its engine and its cluster, so on 2 cores this takes far less time than one after the other
-# (README, "Set-up commands"). The other packages build one at a time (-p 1), so no two large links run at once while
+# (docs/contributing.md, "Set-up commands"). The other packages build one at a time (-p 1), so no two large links run at once while
 # the shards' engines hold memory. Each stream's output goes to .tools/test-logs: a failed stream's is printed whole,
 # a passing shard's result line only. Other flags (-run, -short, -v, -race...) run `go test` over every package as
 # before, since they choose tests the shards would choose otherwise. Exits 1 if any stream failed.

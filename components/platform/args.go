@@ -1,7 +1,7 @@
 // Package platform is the whole product as one Pulumi component, Platform (gpu-tenancy:index:Platform): a cloud
 // cluster with GPU pools (GKE, Scaleway Kapsule, or an existing cluster), the NVIDIA DRA driver, vCluster Platform, the
-// GPU catalog and per tenant its host-side guard rails and its vCluster. Its args are the documented config (README,
-// "Config reference"): a stack's config decodes into them (Load), and so do a component provider's properties.
+// GPU catalog and per tenant its host-side guard rails and its vCluster. Its args are the documented config
+// (docs/installation-configuration.md, "Config reference"): a stack's config decodes into them (Load), and so do a component provider's properties.
 // NewPlatform validates the complete args, every component's rules at once with their key paths, before it registers
 // anything, and then wires cluster -> driver -> platform -> catalog -> tenants.
 package platform

@@ -463,7 +463,7 @@ type tenantShared struct {
 // resource/deploy/source_eval.go inheritFromParent): a program that stops building a tenant still in config (a wrong
 // placement, a bug) fails on the first delete instead of deleting the tenant's namespace, vCluster and data. Retiring
 // a tenant (retiredTenants) is the one way to delete it, and gpu-tenancy-env lifts the protection of exactly that
-// tenant first (README, "Several environments").
+// tenant first (docs/operating.md, "Several environments, drift and recovery").
 func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantArgs, offered []vcluster.OfferedClass, opts ...pulumi.ResourceOption) (pulumi.Map, error) {
 	opts = append(opts, pulumi.Protect(true))
 	args := t.TenantArgs

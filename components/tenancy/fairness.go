@@ -52,9 +52,9 @@ const probesFlowSchema = "probes"
 // pkg/util/flowcontrol/apf_controller.go, finishQueueSetReconfigsLocked). A level's seats bound how much of the API
 // server's CPU a burst in it can take, and a level of its own means no other tenant's request waits for a seat behind
 // that burst: with one level shared by every tenant, a measured flood made the other tenants wait for its seats and
-// left them slower than with no flow schema at all (README, "API fairness"). One seat, not the 3 one share would hold
+// left them slower than with no flow schema at all (docs/benchmarks.md, "API fairness"). One seat, not the 3 one share would hold
 // beside the bootstrap levels alone: a flood of 3 seats kept another tenant's p99 over twice its latency on 2 cores, one
-// seat keeps it within (README, "API fairness"). A tenant's requests then run one at a time, each waiting at most for
+// seat keeps it within (docs/benchmarks.md, "API fairness"). A tenant's requests then run one at a time, each waiting at most for
 // its own previous one; a syncer's are short, and its watches hold a seat only while they start. It lends just under
 // half its seats while idle (49%: the lent seats are rounded, finishQueueSetReconfigsLocked, so a level of 1 seat lends
 // none) and borrows nothing, so a burst stays inside it. One flow per level needs one queue; a burst of more than the

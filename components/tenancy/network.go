@@ -18,7 +18,7 @@ import (
 // MetadataCIDRs are the cloud instance metadata endpoints, which hand out node credentials and cloud identity: tenant
 // egress always excludes every one of them, whatever the cloud, IPv4 and IPv6. Not all of 169.254.0.0/16: node-local
 // DNS caches live there (https://kubernetes.io/docs/tasks/administer-cluster/nodelocaldns/, 169.254.20.10). Not Azure's
-// WireServer (168.63.129.16) either, which also answers pods' DNS on host DNS there (README, "DNS and metadata").
+// WireServer (168.63.129.16) either, which also answers pods' DNS on host DNS there (docs/security.md, "DNS and metadata").
 var MetadataCIDRs = []string{
 	// GCE, AWS, Azure, OpenStack and most clouds
 	// (https://cloud.google.com/compute/docs/metadata/querying-metadata,

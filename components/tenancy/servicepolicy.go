@@ -41,7 +41,7 @@ var servicePolicy = admissionPolicy{
 // cluster-wide (an endpoint holds up to 100 addresses, and Cilium makes each a backend); the quota counts objects only. The EndpointSlice controller itself puts at most 100 endpoints in a slice
 // (kube-controller-manager --max-endpoints-per-slice, default 100), and vCluster's own Services have at most three
 // ports (loft-sh/vcluster v0.36.1 chart/templates/service.yaml, pkg/coredns/template.go). A tenant's whole share is
-// then at most its EndpointSlice quota times MaxEndpoints times MaxEndpointPorts (README, "Limits and quotas").
+// then at most its EndpointSlice quota times MaxEndpoints times MaxEndpointPorts (docs/tenants.md, "Limits and quotas").
 const (
 	MaxEndpoints     = 100
 	MaxEndpointPorts = 10

@@ -95,7 +95,7 @@ type TenantArgs struct {
 	// MemoryLimitQuota also caps the sum of the namespace's memory limits when set; unset by default, since a
 	// container without a limit gets the default limit (the memory quota) and a cap on limits would then admit one
 	// such pod. Requests are what the scheduler reserves; memory used above them is what the kubelet evicts first
-	// under node pressure (README, "Limits and quotas").
+	// under node pressure (docs/tenants.md, "Limits and quotas").
 	MemoryLimitQuota string `json:"memoryLimitQuota"`
 	// StorageQuota caps the storage its volume claims request ("100Gi"); the vCluster's own volume counts.
 	StorageQuota string `json:"storageQuota"`
@@ -223,7 +223,7 @@ func validateServiceRoom(path *field.Path, quota map[string]int) field.ErrorList
 	services := quota["services"]
 	if services < VClusterServices {
 		errs = append(errs, field.Invalid(path.Key("services"), services, fmt.Sprintf(
-			"must be at least %d: the tenant's vCluster itself holds up to %d Services (README, \"Limits and quotas\")",
+			"must be at least %d: the tenant's vCluster itself holds up to %d Services (docs/tenants.md, \"Limits and quotas\")",
 			VClusterServices, VClusterServices)))
 	}
 	for _, key := range []string{"count/endpoints", "count/endpointslices.discovery.k8s.io"} {

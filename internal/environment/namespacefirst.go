@@ -44,7 +44,7 @@ func recordedNamespaces(res []stateResource) []recordedNamespace {
 // anyway (Environment.groupDestroys), once its engine has started (Stack.destroy). The engine deletes a namespace only
 // after every object that depends on it: the vCluster chart's objects are applied by the provider, where no
 // DeletedWith reaches them (cluster.Cluster ResourceOptions), so each is a delete step of its own, and with a hundred
-// tenants those steps took about 90 s of CPU before the first namespace was deleted (README, Benchmark). Deleted
+// tenants those steps took about 90 s of CPU before the first namespace was deleted (docs/benchmarks.md). Deleted
 // first, the namespaces terminate while the engine works; its deletes of what they held then find it gone or going.
 // Each delete is held to the UID the state recorded: it removes nothing but the object the state recorded (the engine's
 // own delete that follows is by name, as always). A namespace that is gone already or was made again since is left to

@@ -296,7 +296,7 @@ func engineEnv(o Options) map[string]string {
 	}
 	// The engines' CPU is what bounds an environment on a few cores, and garbage collection was about 30% of the pulumi
 	// CLI's CPU in a preview's profile: a heap goal four times the default's took a third off a 100-tenant up and
-	// preview, for about 1.4 times the memory (README, Benchmark). A GOGC of the caller's wins.
+	// preview, for about 1.4 times the memory (docs/benchmarks.md). A GOGC of the caller's wins.
 	if !callerSetsGOGC() {
 		env["GOGC"] = strconv.Itoa(EngineGCPercent)
 	}

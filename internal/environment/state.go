@@ -168,7 +168,7 @@ const catalogType = "gpu-tenancy:tenancy:Catalog"
 // retiredCatalogObjects are, by type token and resource name, what an earlier version's catalog created and this one
 // no longer declares: the protection the catalog gave them would fail the up that deletes them.
 var retiredCatalogObjects = map[string]string{
-	// The one priority level every tenant shared, before each tenant had a level of its own (README, "API fairness").
+	// The one priority level every tenant shared, before each tenant had a level of its own (docs/benchmarks.md, "API fairness").
 	"kubernetes:flowcontrol.apiserver.k8s.io/v1:PriorityLevelConfiguration": platform.CatalogName + "-tenants-priority-level",
 }
 

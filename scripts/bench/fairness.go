@@ -122,7 +122,7 @@ func benchFairness(ctx context.Context, root string) ([]string, error) {
 	for _, p := range []int{50, 99} {
 		if before, during := under[""].percentile(p), under["flood-log"].percentile(p); before > 0 && during > 0 {
 			verdicts = append(verdicts, fmt.Sprintf("other tenant's p%d under a flood of log requests, which no priority level queues: "+
-				"%s against %s, x%.2f (not bounded: README, \"API fairness\")", p, ms(during), ms(before), during.Seconds()/before.Seconds()))
+				"%s against %s, x%.2f (not bounded: docs/benchmarks.md, \"API fairness\")", p, ms(during), ms(before), during.Seconds()/before.Seconds()))
 		}
 	}
 	return append(append(lines, formatTable(table)...), verdicts...), nil

@@ -17,7 +17,7 @@
 //     program that only imports the SDK packages the project imports.
 //
 // Beside each figure that has one stands its reference, measured on a 2-core machine before this benchmark existed
-// (README, "Benchmark"); below the table, one line per ratio.
+// (docs/benchmarks.md); below the table, one line per ratio.
 // It prints figures and asserts nothing about them: these machines are shared and noisy.
 //
 //	go run ./scripts/bench                          everything (`make bench`; needs `make tools`)

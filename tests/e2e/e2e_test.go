@@ -668,7 +668,7 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		changes := *res.Summary.ResourceChanges
 		// research-ai asks for its class by name (vcluster.gpuAccess both): the quota it reads inside its vCluster
 		// (kube-public/gpu-tenancy-gpus) is in its vCluster's values, so the chart's config Secret is replaced and its
-		// StatefulSet restarted once (README, "GPUs"); nothing else changes.
+		// StatefulSet restarted once (docs/tenants.md, "Limits and quotas"); nothing else changes.
 		assert.Equal(t, map[string]int{"update": 2, "replace": 1}, map[string]int{"update": changes["update"], "replace": changes["replace"]},
 			"the quota, the vCluster's StatefulSet and its config Secret: %v", changes)
 		assert.Zero(t, changes["create"]+changes["delete"], "%v", changes)
@@ -717,7 +717,7 @@ func checkChanges(t *testing.T, ctx context.Context, env *stackEnv) {
 		env.retire("audit-ai")
 		defer env.retire()
 		// Previewed beside the other tenants as the last up left them: a preview of a change of a kept tenant's vCluster
-		// values fails on its protected config Secret, which only the up replaces (README, "Known limits").
+		// values fails on its protected config Secret, which only the up replaces (docs/operating.md, "Known limits and risks").
 		_, err := env.open(ctx, granted).Preview(ctx)
 		require.NoError(t, err, "the preview of a retirement runs without the tenant's deletes, which it lists")
 		_, err = client.CoreV1().Namespaces().Get(ctx, naming.Namespace("audit-ai"), metav1.GetOptions{})

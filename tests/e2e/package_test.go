@@ -326,7 +326,7 @@ func TestUpgradeFromBeforeThePlatformComponentKeepsEveryObjectAndGuard(t *testin
 		switch op, typ, _ := strings.Cut(step, " "); op {
 		case "create", "update":
 		case "delete":
-			// And the one priority level every tenant shared, which each tenant's own replaces (README, "API fairness").
+			// And the one priority level every tenant shared, which each tenant's own replaces (docs/benchmarks.md, "API fairness").
 			assert.Contains(t, []string{"kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
 				"kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
 				"kubernetes:flowcontrol.apiserver.k8s.io/v1:PriorityLevelConfiguration"}, typ,

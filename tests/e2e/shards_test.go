@@ -14,10 +14,10 @@ import (
 
 // shardEnv names the shard a run of this package takes, as "<i>/<n>"; unset, a run takes every test. `make test`
 // runs the shards side by side, each on a control plane of its own, since one test mostly waits on its engine and
-// its cluster: together they take far less time on 2 cores than one after the other (README, "Set-up commands").
+// its cluster: together they take far less time on 2 cores than one after the other (docs/contributing.md, "Set-up commands").
 const shardEnv = "GT_E2E_SHARD"
 
-// shards are the tests of each shard, balanced by their time on 2 cores on a cold build cache (README, "Set-up
+// shards are the tests of each shard, balanced by their time on 2 cores on a cold build cache (docs/contributing.md, "Set-up
 // commands"), where the upgrade test also compiles what the old program imports. Most tests that
 // compile Go programs (a team's Go program, an old commit's program) share one shard, so that their links seldom run
 // at once; the local stack's test builds the operators' CLI in the other.

@@ -88,7 +88,7 @@ func (c *cluster) checkStorage(t *testing.T) {
 func (c *cluster) checkTenants(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	// The local stack's passphrase, as `make demo` is run with (README, "Local stack").
+	// The local stack's passphrase, as `make demo` is run with (docs/contributing.md, "Set-up commands").
 	t.Setenv("PULUMI_CONFIG_PASSPHRASE", environment.LocalPassphrase)
 	var progress, out bytes.Buffer
 	opts := localdemo.Options{RepoRoot: c.root, ClusterDir: c.dir, StateDir: filepath.Join(c.dir, "state"),

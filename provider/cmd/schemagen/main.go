@@ -1,6 +1,6 @@
-// Command schemagen writes the provider's schema (provider.Schema) from the README's config reference:
+// Command schemagen writes the provider's schema (provider.Schema) from the config reference in docs/installation-configuration.md:
 //
-//	go run ./cmd/schemagen [-readme ../README.md] [-out schema.json]
+//	go run ./cmd/schemagen [-reference ../docs/installation-configuration.md] [-out schema.json]
 package main
 
 import (
@@ -12,17 +12,17 @@ import (
 )
 
 func main() {
-	readme := flag.String("readme", "../README.md", "the README whose config reference describes the properties")
+	reference := flag.String("reference", "../docs/installation-configuration.md", "the document whose config reference describes the properties")
 	out := flag.String("out", "schema.json", "where to write the schema")
 	flag.Parse()
-	if err := run(*readme, *out); err != nil {
+	if err := run(*reference, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "schemagen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(readme, out string) error {
-	raw, err := os.ReadFile(readme)
+func run(reference, out string) error {
+	raw, err := os.ReadFile(reference)
 	if err != nil {
 		return err
 	}
