@@ -5,9 +5,9 @@ export PATH := $(TOOLS_BIN):$(PATH)
 STACK ?=
 GO_TEST_FLAGS ?= -timeout 40m
 
-.PHONY: test unit lint build tools plan plan-check demo demo-down preview up stack policy-pack bench schema docs
+.PHONY: test unit lint build tools plan plan-check demo demo-down stacks preview up refresh destroy recover policy-pack bench schema docs
 
-## build: compile every package, and the operators' CLI into bin/gpu-tenancy
+## build: compile every package, and the command line into bin/gpu-tenancy
 build:
 	go build ./...
 	go build -o bin/gpu-tenancy ./cmd/gpu-tenancy
@@ -40,14 +40,19 @@ docs:
 schema:
 	cd provider && go run ./cmd/schemagen
 
-## stack: VERB=up|preview|refresh|destroy|recover|stacks on every stack of the environment STACK (default local), the
-## platform program running inline on the backend the project or PULUMI_BACKEND_URL names (local: .tools/state);
-## previews and ups refresh first; recover converges a stack whose engine was killed, then runs the operation again;
-## STACK_FLAGS=-changed-only skips, on up, each stack of the environment whose last up applied what it would now;
-## STACK_FLAGS=-delete-tenants a,b names the listed tenants a destroy (or a recovery that destroys) may delete.
-## Moves: go run ./cmd/gpu-tenancy-env move <env> <tenant> -to <group> [-preview]
-stack:
-	go run ./cmd/gpu-tenancy-env $(STACK_FLAGS) $(or $(VERB),preview) $(or $(STACK),local)
+## Environments, each a thin wrapper of the gpu-tenancy command of the same name on the environment STACK (default
+## local: the local stack on .tools/state), with the policy pack; FLAGS are the command's (`gpu-tenancy <command>
+## --help`), such as FLAGS=--changed-only for up, FLAGS="--delete-tenants a,b" for destroy and recover.
+## stacks: the environment's stacks, in order
+## preview: every stack refreshed, then previewed; with no STACK, every stack file's environment (scripts/preview-all.sh)
+## up: the platform stack, then the tenant groups in parallel
+## refresh, destroy, recover: as their names say; recover first says what it will run, and on which stacks
+## Moves name their tenants: go run ./cmd/gpu-tenancy move <env> <tenant>... --to <group> [--preview]
+stacks up refresh destroy recover: policy-pack
+	go run ./cmd/gpu-tenancy $@ $(or $(STACK),local) $(FLAGS)
+
+preview: policy-pack
+	@if [ -n "$(STACK)" ]; then go run ./cmd/gpu-tenancy preview $(STACK) $(FLAGS); else scripts/preview-all.sh; fi
 
 ## tools: build the pulumi CLI, kubernetes provider and Kubernetes control plane into .tools/bin
 tools:
@@ -80,13 +85,3 @@ demo-down:
 ## policy-pack: build the guard-rail policy pack (./policy) into .tools/bin (make tools does too)
 policy-pack:
 	go build -o $(TOOLS_BIN)/gpu-tenancy-policy ./policy
-
-## preview: pulumi preview --refresh --diff with the policy pack for STACK (or every stack); needs cloud credentials
-preview: policy-pack
-	@if [ -n "$(STACK)" ]; then pulumi preview --stack $(STACK) --refresh --diff --policy-pack $(TOOLS_BIN)/gpu-tenancy-policy; \
-	else scripts/preview-all.sh; fi
-
-## up: pulumi up --refresh with the policy pack for STACK
-up: policy-pack
-	@test -n "$(STACK)" || (echo "usage: make up STACK=<stack>"; exit 2)
-	pulumi up --stack $(STACK) --refresh --policy-pack $(TOOLS_BIN)/gpu-tenancy-policy

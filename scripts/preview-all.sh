@@ -65,7 +65,7 @@ fi
 
 # A stack file with gpu-tenancy:tenantGroups is an environment of several stacks (docs/operating.md, "Several environments, drift and recovery"): its own, the
 # platform, and <stack>.tenants-<i> for each group, which read the same file (--config-file), plus any group stack the
-# backend still holds beyond them (gpu-tenancy-env stacks lists the same). A stack file `pulumi stack init` wrote for a
+# backend still holds beyond them (gpu-tenancy stacks lists the same). A stack file `pulumi stack init` wrote for a
 # group stack holds no config of its own and is skipped. The value may be quoted and followed by a comment.
 groups_of() {
 	sed -En 's/^[[:space:]]+gpu-tenancy:tenantGroups:[[:space:]]*"?([0-9]+)"?[[:space:]]*(#.*)?$/\1/p' "stacks/Pulumi.$1.yaml"

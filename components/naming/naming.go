@@ -162,13 +162,13 @@ type ObjectRef struct {
 
 func (r ObjectRef) String() string { return r.Kind + "/" + r.Name }
 
-// EnvironmentLockNamespace holds the Lease that locks an environment while gpu-tenancy-env runs an operation on it.
+// EnvironmentLockNamespace holds the Lease that locks an environment while gpu-tenancy runs an operation on it.
 const EnvironmentLockNamespace = "kube-system"
 
 // EnvironmentLock names the Lease that locks the environment env (its platform stack's name) on its cluster. A Lease
 // name is a DNS subdomain: a stack name's capitals and underscores are lowered and replaced.
 func EnvironmentLock(env string) string {
-	out := []rune("gpu-tenancy-environment-")
+	out := []rune("gpu-tenancyironment-")
 	for _, r := range env {
 		switch {
 		case r >= 'A' && r <= 'Z':

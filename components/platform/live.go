@@ -330,7 +330,7 @@ func (l *liveCluster) checkGuards(ctx context.Context, c *PlatformArgs, platform
 		return nil
 	}
 	msg := fmt.Sprintf("the platform's guards do not hold for this stack's tenants:\n  - %s\nBring the platform stack %s up first "+
-		"(gpu-tenancy-env up <environment> does, before the groups), then this stack; a tenant never exists without them",
+		"(gpu-tenancy up <environment> does, before the groups), then this stack; a tenant never exists without them",
 		strings.Join(problems, "\n  - "), platformStack)
 	if dryRun {
 		warn(msg + " (a preview carries on: the platform stack's own preview shows the guards it would create)")

@@ -112,7 +112,7 @@ func TestFewerGroupsThanALiveTenantsGroupIsRefused(t *testing.T) {
 	_, err := f.runGroup(t, 0, 2, nil)
 	require.ErrorContains(t, err, "gpu-tenancy:tenantGroups")
 	require.ErrorContains(t, err, "tenant legal-ai lives in group 2")
-	require.ErrorContains(t, err, "gpu-tenancy-env move <environment> legal-ai -to <group>")
+	require.ErrorContains(t, err, "gpu-tenancy move <environment> legal-ai --to <group>")
 }
 
 func TestATenantsGroupMustBeOneOfTheGroups(t *testing.T) {

@@ -38,7 +38,7 @@ func (p Part) Group() (int, bool) {
 // TenantGroup is the group a hash of the tenant's name places it in among groups. It places new tenants only: a
 // tenant's group is the one its config records (tenants[].group), else the one whose stack holds its namespace on
 // the cluster (LiveGroups), and only a tenant in neither is hashed (PlatformArgs.GroupOf). So a change of the number of
-// groups moves no tenant; a tenant moves only by `gpu-tenancy-env move` (docs/architecture.md, "Scale").
+// groups moves no tenant; a tenant moves only by `gpu-tenancy move` (docs/architecture.md, "Scale").
 func TenantGroup(tenant string, groups int) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(tenant))
@@ -148,20 +148,20 @@ func validateParts(c *PlatformArgs, path func(string) *field.Path) field.ErrorLi
 			errs = append(errs, field.Forbidden(gp, fmt.Sprintf("places a tenant in a tenant group: set %s too", path(keyTenantGroups))))
 		case t.Group != nil && (*t.Group < 0 || *t.Group >= c.TenantGroups):
 			errs = append(errs, field.Invalid(gp, *t.Group, fmt.Sprintf("must be a group of the %d groups (0 to %d) of %s: to lower %s, "+
-				"move the tenant to a lower group first (gpu-tenancy-env move <environment> %s -to <group>)",
+				"move the tenant to a lower group first (gpu-tenancy move <environment> %s --to <group>)",
 				c.TenantGroups, c.TenantGroups-1, path(keyTenantGroups), path(keyTenantGroups), t.Name)))
 		case t.Group == nil && c.TenantGroups > 0:
 			if g, ok := c.live[t.Name]; ok && g >= c.TenantGroups {
 				errs = append(errs, field.Invalid(path(keyTenantGroups), c.TenantGroups, fmt.Sprintf(
 					"tenant %s lives in group %d (the stack of its namespace), which %d groups leave out: move it to a lower "+
-						"group first (gpu-tenancy-env move <environment> %s -to <group>)", t.Name, g, c.TenantGroups, t.Name)))
+						"group first (gpu-tenancy move <environment> %s --to <group>)", t.Name, g, c.TenantGroups, t.Name)))
 			}
 		}
 	}
 	if group, ok := c.part.Group(); ok && group >= c.TenantGroups {
 		errs = append(errs, field.Invalid(path(keyTenantGroups), c.TenantGroups, fmt.Sprintf(
 			"this stack is named for tenant group %d (%s), which an environment of %d groups does not have: "+
-				"move its tenants to other groups, then destroy it (gpu-tenancy-env up removes an empty one)", group, c.part, c.TenantGroups)))
+				"move its tenants to other groups, then destroy it (gpu-tenancy up removes an empty one)", group, c.part, c.TenantGroups)))
 	}
 	return errs
 }

@@ -182,7 +182,7 @@ func (c *PlatformArgs) newShared(ctx *pulumi.Context, cl *cluster.Cluster, inClu
 	}
 	// The guards and classes are protected while the config has tenants (and with them every object of the catalog:
 	// children inherit protect), so that a destroy of this stack through the pulumi CLI fails instead of leaving
-	// tenants without their guards or classes; gpu-tenancy-env destroy takes the tenants down first, and lifts the
+	// tenants without their guards or classes; gpu-tenancy destroy takes the tenants down first, and lifts the
 	// protection of a class the config drops.
 	catalog, err := tenancy.NewCatalog(ctx, CatalogName, &tenancy.CatalogArgs{
 		Classes: c.GPUClasses, Grants: c.Grants(), Admission: c.admissionArgs(cl.ClaimStatusWriters, cl.GPUTaints()),
@@ -256,7 +256,7 @@ func (c *PlatformArgs) platformKubeconfig(ctx *pulumi.Context, platformStack str
 		return pulumi.ToSecret(pulumi.String(kubeconfig)).(pulumi.StringOutput), kubeconfig, nil
 	}
 	if !ctx.DryRun() {
-		return nil, "", fmt.Errorf("the platform stack %s exports no kubeconfig: bring it up first (gpu-tenancy-env up "+
+		return nil, "", fmt.Errorf("the platform stack %s exports no kubeconfig: bring it up first (gpu-tenancy up "+
 			"<environment> does, before the groups)", platformStack)
 	}
 	_ = ctx.Log.Warn(fmt.Sprintf("the platform stack %s exports no kubeconfig yet: this preview does not check the cluster", platformStack), nil)
@@ -462,7 +462,7 @@ type tenantShared struct {
 // with them every object under them (the engine gives children their parent's protect: pulumi pkg v3.274.1
 // resource/deploy/source_eval.go inheritFromParent): a program that stops building a tenant still in config (a wrong
 // placement, a bug) fails on the first delete instead of deleting the tenant's namespace, vCluster and data. Retiring
-// a tenant (retiredTenants) is the one way to delete it, and gpu-tenancy-env lifts the protection of exactly that
+// a tenant (retiredTenants) is the one way to delete it, and gpu-tenancy lifts the protection of exactly that
 // tenant first (docs/operating.md, "Several environments, drift and recovery").
 func (s *tenantShared) newTenant(ctx *pulumi.Context, t TenantArgs, offered []vcluster.OfferedClass, opts ...pulumi.ResourceOption) (pulumi.Map, error) {
 	opts = append(opts, pulumi.Protect(true))

@@ -95,7 +95,7 @@ func fileStateDir(backend string) (string, bool) {
 	return dir, true
 }
 
-// LocalBackend is the file backend of the local stack under repoRoot, as `make demo` and `make stack` use it.
+// LocalBackend is the file backend of the local stack under repoRoot, as `make demo` and `make up` use it.
 func LocalBackend(repoRoot string) string {
 	return "file://" + filepath.Join(repoRoot, ".tools", "state") + "?" + metadataSkip
 }

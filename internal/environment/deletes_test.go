@@ -61,7 +61,7 @@ func heldBy(t *testing.T, o Options, stack string) []string {
 }
 
 // A destroy deletes a tenant the stack file lists only when its command names it: not the whole environment's, not
-// one group's (-only), and the platform stack alone not at all while a group holds tenants.
+// one group's (--only), and the platform stack alone not at all while a group holds tenants.
 func TestADestroyDeletesOnlyTheListedTenantsItNames(t *testing.T) {
 	o, _ := groupedWithTenant(t)
 	ctx := context.Background()
@@ -80,7 +80,7 @@ func TestADestroyDeletesOnlyTheListedTenantsItNames(t *testing.T) {
 		want string
 	}{
 		{"the whole environment, naming nobody", open(""), "this destroy deletes tenants legal-ai, which the stack file lists, " +
-			"with their namespaces, volumes and vClusters: name each of them (-delete-tenants legal-ai)"},
+			"with their namespaces, volumes and vClusters: name each of them (--delete-tenants legal-ai)"},
 		{"the whole environment, naming another tenant", open("", "research-ai"), "this destroy deletes tenants legal-ai,"},
 		{"its group alone", open("prod.tenants-0"), "this destroy deletes tenants legal-ai,"},
 		{"the platform alone under its groups", open("prod", "legal-ai"),
@@ -129,11 +129,11 @@ func TestAFailedDestroyIsResumedNotUndone(t *testing.T) {
 
 	_, err = env.Up(ctx)
 	require.ErrorContains(t, err, "a destroy of environment prod did not finish")
-	assert.ErrorContains(t, err, "gpu-tenancy-env recover -op up prod")
+	assert.ErrorContains(t, err, "gpu-tenancy recover --op up prod")
 
 	unconfirmed, err := OpenEnvironment(ctx, o)
 	require.NoError(t, err)
-	require.ErrorContains(t, unconfirmed.Recover(ctx, ""), "-delete-tenants legal-ai")
+	require.ErrorContains(t, unconfirmed.Recover(ctx, ""), "--delete-tenants legal-ai")
 	assert.Equal(t, []string{"legal-ai"}, heldBy(t, o, "prod.tenants-0"), "a recovery asked for nothing deletes nothing")
 
 	require.NoError(t, os.Remove(lock))

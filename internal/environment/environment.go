@@ -51,7 +51,7 @@ type Environment struct {
 	// environment is opened without creating stacks (Options.NoCreate): a preview says so instead of creating them.
 	Missing []string
 	// DeleteTenants are the tenants a destroy (or the recovery of one) may delete although the stack file lists them:
-	// each such tenant of the stacks it destroys must be named here (gpu-tenancy-env -delete-tenants), so that no
+	// each such tenant of the stacks it destroys must be named here (gpu-tenancy --delete-tenants), so that no
 	// destroy deletes a listed tenant that its command did not name. Retired tenants need no naming.
 	DeleteTenants []string
 
@@ -248,7 +248,7 @@ func List(ctx context.Context, o Options) ([]StackRef, error) {
 	if groups == 0 {
 		return refs, nil
 	}
-	work, err := os.MkdirTemp("", "gpu-tenancy-env-")
+	work, err := os.MkdirTemp("", "gpu-tenancy-")
 	if err != nil {
 		return nil, err
 	}
@@ -403,9 +403,9 @@ func (e *Environment) Up(ctx context.Context, opts ...optup.Option) (Changes, er
 	if e.interrupted() == OpDestroy {
 		// An up would bring back part of what the destroy deleted, and leave a record that a later recover reads as
 		// the destroy to finish: the operator decides which.
-		return nil, fmt.Errorf("a destroy of environment %s did not finish (recorded in %s): finish it (gpu-tenancy-env recover "+
-			"%s, naming the listed tenants it deletes with -delete-tenants), or abandon it and bring every stack up again "+
-			"(gpu-tenancy-env recover -op up %s)", e.Name(), filepath.Join(e.Stacks[0].opts.WorkDir, environmentOpMarker),
+		return nil, fmt.Errorf("a destroy of environment %s did not finish (recorded in %s): finish it (gpu-tenancy recover "+
+			"%s, naming the listed tenants it deletes with --delete-tenants), or abandon it and bring every stack up again "+
+			"(gpu-tenancy recover --op up %s)", e.Name(), filepath.Join(e.Stacks[0].opts.WorkDir, environmentOpMarker),
 			e.Name(), e.Name())
 	}
 	unlock, err := e.lock(ctx, "up")
@@ -427,7 +427,7 @@ func (e *Environment) up(ctx context.Context, opts ...optup.Option) (Changes, er
 		return changes, err
 	}
 	if held != nil && !e.onlyGroup {
-		// What each group's up applies, for -changed-only: its tenants as the states place them.
+		// What each group's up applies, for --changed-only: its tenants as the states place them.
 		for _, s := range e.groupStacks() {
 			if s.partConfig, err = partConfig(s.opts, s.opts.StackFile, s.args, held); err != nil {
 				return changes, err
@@ -535,15 +535,15 @@ func (e *Environment) checkPlacement(ctx context.Context) (held, live map[string
 			switch want, ok := recorded[t]; {
 			case e.leftover(s):
 				problems = append(problems, fmt.Sprintf("tenant %s lives in %s, which %d groups leave out: move it first "+
-					"(gpu-tenancy-env move %s %s -to <group>)", t, s.opts.Stack, e.groups, e.Name(), t))
+					"(gpu-tenancy move %s %s --to <group>)", t, s.opts.Stack, e.groups, e.Name(), t))
 			case ok && want != g:
 				problems = append(problems, fmt.Sprintf("tenant %s lives in %s, but the stack file records group %d: move it "+
-					"(gpu-tenancy-env move %s %s -to %d), which records the group itself; or, if a move to group %d did not "+
-					"finish, finish it (gpu-tenancy-env move %s %s -to %d)", t, s.opts.Stack, want, e.Name(), t, want, g,
+					"(gpu-tenancy move %s %s --to %d), which records the group itself; or, if a move to group %d did not "+
+					"finish, finish it (gpu-tenancy move %s %s --to %d)", t, s.opts.Stack, want, e.Name(), t, want, g,
 					e.Name(), t, g))
 			case !ok && isLive && lg != g:
 				problems = append(problems, fmt.Sprintf("tenant %s lives in %s, but its namespace is still group %d's (owner "+
-					"label %s): a move to group %d did not finish; finish it (gpu-tenancy-env move %s %s -to %d)", t,
+					"label %s): a move to group %d did not finish; finish it (gpu-tenancy move %s %s --to %d)", t,
 					s.opts.Stack, lg, naming.StackLabel, g, e.Name(), t, g))
 			}
 		}
@@ -599,7 +599,7 @@ func (e *Environment) pinPlacement(ctx context.Context, held, live map[string]in
 	return nil
 }
 
-// heldElsewhere adds, for a run of one group (-only), which read only that group's state, the other groups' tenants
+// heldElsewhere adds, for a run of one group (--only), which read only that group's state, the other groups' tenants
 // that the program would otherwise place in this group: those with no group recorded and no namespace on the
 // cluster that the hash sends here. A new tenant is one of them too, so the other groups' states are read only when
 // there is such a tenant.
@@ -807,14 +807,14 @@ func (e *Environment) checkNamed(ctx context.Context, verb string, stacks []*Sta
 	}
 	slices.Sort(unnamed)
 	return fmt.Errorf("this %s deletes tenants %s, which the stack file lists, with their namespaces, volumes and vClusters: "+
-		"name each of them (-delete-tenants %s) to delete them, or retire them (retiredTenants) and up instead",
+		"name each of them (--delete-tenants %s) to delete them, or retire them (retiredTenants) and up instead",
 		verb, strings.Join(unnamed, ", "), strings.Join(unnamed, ","))
 }
 
 // groupDestroys reads every stack's state once, before the groups' destroy: each group's resources, and the namespaces
 // its destroy deletes ahead of its engine (deleteNamespacesFirst), those its state records and no other stack's state
 // does. A namespace another stack records too belongs to a move that did not finish; a destroy of the whole
-// environment leaves it to the engines, and a destroy of one group (-only) is refused, since it would delete a tenant
+// environment leaves it to the engines, and a destroy of one group (--only) is refused, since it would delete a tenant
 // another group still holds.
 func (e *Environment) groupDestroys(ctx context.Context) (map[*Stack]stackDestroy, error) {
 	recordedBy := map[string][]string{}
@@ -839,7 +839,7 @@ func (e *Environment) groupDestroys(ctx context.Context) (map[*Stack]stackDestro
 			}
 			if e.onlyGroup {
 				return nil, fmt.Errorf("namespace %s is recorded by stacks %s: a move did not finish; finish it "+
-					"(gpu-tenancy-env move) before destroying %s alone", ns.Name, strings.Join(recordedBy[ns.Name], " and "), s.opts.Stack)
+					"(gpu-tenancy move) before destroying %s alone", ns.Name, strings.Join(recordedBy[ns.Name], " and "), s.opts.Stack)
 			}
 		}
 		out[s] = d
@@ -851,7 +851,7 @@ func (e *Environment) groupDestroys(ctx context.Context) (map[*Stack]stackDestro
 func (e *Environment) Recover(ctx context.Context, op Op) error {
 	// Without an operation named, a destroy of the whole environment that was interrupted runs again on every stack;
 	// otherwise each stack runs again what it left unfinished itself, else up (Stack.Recover), so one group's own
-	// interrupted destroy (-only, or a leftover group's removal) never becomes the environment's.
+	// interrupted destroy (--only, or a leftover group's removal) never becomes the environment's.
 	whole := op
 	if whole == "" && !e.onlyGroup {
 		whole = e.interrupted()
@@ -920,7 +920,7 @@ func (e *Environment) sayRecovery(op, whole Op) {
 	e.Stacks[0].say("recover: environment %s, in this order:\n%s", e.Name(), strings.Join(lines, "\n"))
 }
 
-// recoverDestroy recovers a destroy: the groups first, then (unless -only) the platform.
+// recoverDestroy recovers a destroy: the groups first, then (unless --only) the platform.
 func (e *Environment) recoverDestroy(ctx context.Context) error {
 	if err := e.recoverGroups(ctx, OpDestroy); err != nil || e.onlyGroup {
 		return err

@@ -28,7 +28,7 @@ const (
 // exports no kubeconfig yet has no cluster, and nothing to guard: no lock. The up of one stack of a CI fan-out (Only)
 // takes none: the workflow runs one deploy of the environment at a time and orders its jobs, and the stack's own
 // program refuses to run while a destroy, a recovery or a move holds the lock (naming.ExclusiveLockOps). A destroy,
-// a recovery or a move takes it always, -only included.
+// a recovery or a move takes it always, --only included.
 func (e *Environment) lock(ctx context.Context, op string) (func(), error) {
 	if op == "up" && (e.onlyGroup || (len(e.Stacks) == 1 && e.groups > 0)) {
 		return func() {}, nil

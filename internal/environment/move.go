@@ -223,7 +223,7 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 			if err == nil {
 				err = fmt.Errorf("its preview would %s", strings.Join(bad, ", "))
 			}
-			return plan, fmt.Errorf("moving %s: stack %s is not converged (%v): run gpu-tenancy-env up %s first",
+			return plan, fmt.Errorf("moving %s: stack %s is not converged (%v): run gpu-tenancy up %s first",
 				strings.Join(tenants, ", "), s.opts.Stack, err, e.Name())
 		}
 	}
@@ -310,7 +310,7 @@ func (e *Environment) Move(ctx context.Context, tenants []string, to int, previe
 	}
 	if _, err := adopt.Up(ctx); err != nil {
 		return plan, fmt.Errorf("moving %s: the state is moved and the group recorded, but the up of %s failed: %w; "+
-			"run the same move again (gpu-tenancy-env move %s %s -to %d), which finishes it (the states and the stack "+
+			"run the same move again (gpu-tenancy move %s %s --to %d), which finishes it (the states and the stack "+
 			"file before the move: %s)", strings.Join(tenants, ", "), dest.opts.Stack, err, e.Name(),
 			strings.Join(tenants, " "), to, backupDir)
 	}

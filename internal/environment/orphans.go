@@ -184,7 +184,7 @@ func (e *Environment) sweepUnrecorded(ctx context.Context, s *Stack, cfg *rest.C
 		s.say("%s: %s carries the stack's owner label (%s=%s) but no state of the environment records it. It is left in "+
 			"place: it was created before the stack's last record at %s, or is the namespace of a tenant the stack file "+
 			"lists, so the runner cannot tell it is an interrupted run's work. A tenant's namespace is moved with "+
-			"gpu-tenancy-env move; anything else, delete it or adopt it (gpu-tenancy:ownership) if it is not wanted",
+			"gpu-tenancy move; anything else, delete it or adopt it (gpu-tenancy:ownership) if it is not wanted",
 			s.opts.Stack, o, naming.StackLabel, owner, since.UTC().Format(time.RFC3339Nano))
 	}
 	return nil

@@ -2,7 +2,7 @@
 // platform program as an inline program (no language plugin, no program build), on the state backend the project or
 // PULUMI_BACKEND_URL names (a file URL, a bucket, Pulumi Cloud), with the secrets provider of the environment's stack
 // file. An environment is one stack file: the platform stack of its name and, when the file splits it into tenant
-// groups, one stack per group (Environment). The gpu-tenancy-env command, `make demo` and the end-to-end tests use it.
+// groups, one stack per group (Environment). The gpu-tenancy command, `make demo` and the end-to-end tests use it.
 package environment
 
 import (

@@ -54,7 +54,7 @@ const upRatioLimit = 12
 // benchEngine starts a control plane of its own with the simulated GPU hardware, then for each size runs the local
 // stack's environment through internal/engine: up, a second (no-change) preview with and without its refresh, and
 // destroy, with the tenants generated as for the plan, split into tenant groups of groupSize tenants (0: one stack),
-// the project's policy pack when `make tools` has built it (as `make stack` runs it), and a state of its own. At the
+// the project's policy pack when `make tools` has built it (as `make up` runs it), and a state of its own. At the
 // largest size it also adds one tenant to the environment that is up. Beside each operation stand the peak memory of
 // the engine's processes (the CLIs, providers and policy packs, summed) and, after an up, the size of the state.
 // Everything lives in a temporary directory, purged at the end. On an error it returns the rows of the sizes
@@ -165,7 +165,7 @@ func benchEngine(ctx context.Context, root string, sizes []int, l layout) ([]row
 			}
 		}
 		if n == sizes[len(sizes)-1] && l.grow {
-			// One tenant more, as `make stack VERB=up -changed-only` runs it (the platform stack and the new
+			// One tenant more, as `make up FLAGS=--changed-only` runs it (the platform stack and the new
 			// tenant's group, each refreshed), then one more as a plain up runs it (every stack, refreshed).
 			for i, onlyChanged := range []bool{true, false} {
 				grown, err := open(n+1+i, false)
@@ -267,7 +267,7 @@ func benchLayouts(ctx context.Context, root string, n, groupSize int) ([]row, er
 // movedTenants is how many tenants the move row hands to another group at once.
 const movedTenants = 10
 
-// benchMove moves movedTenants tenants of other groups to group 0 in one move, as `gpu-tenancy-env move` does, and
+// benchMove moves movedTenants tenants of other groups to group 0 in one move, as `gpu-tenancy move` does, and
 // checks with a preview of every stack that nothing is left to change (so nothing was deleted or recreated).
 func benchMove(ctx context.Context, env *environment.Environment, open func(int, bool) (*environment.Environment, error),
 	n int, size string, rows *[]row) error {

@@ -86,7 +86,7 @@ func (r reference) String() string {
 }
 
 func main() {
-	// The bench runs the environments as gpu-tenancy-env does.
+	// The bench runs the environments as gpu-tenancy does.
 	environment.UseEngineGC()
 	only := flag.String("only", strings.Join(parts, ","), "comma-separated parts to run: "+strings.Join(parts, ", "))
 	planSizes := flag.String("plan-tenants", "10,100,1000", "tenant counts of the offline plan")

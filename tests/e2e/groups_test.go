@@ -51,7 +51,7 @@ func (s *stackEnv) environment(ctx context.Context) *environment.Environment {
 }
 
 // deleting is the environment with every tenant of the stack file named as one its destroy may delete
-// (-delete-tenants).
+// (--delete-tenants).
 func (s *stackEnv) deleting(ctx context.Context) *environment.Environment {
 	env := s.environment(ctx)
 	env.DeleteTenants = s.tenantNames()
@@ -168,7 +168,7 @@ func TestTenantGroups(t *testing.T) {
 		_, err := moved.open(ctx, nil).Up(ctx)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "tenant legal-ai lives in group 2")
-		assert.Contains(t, err.Error(), "gpu-tenancy-env move")
+		assert.Contains(t, err.Error(), "gpu-tenancy move")
 		// A group recorded for research-ai that its namespace's stack is not: the stack that would take it refuses.
 		recorded := env.part(platform.TenantsPart(1))
 		tenants := env.tenants()
@@ -224,7 +224,7 @@ func TestTenantGroups(t *testing.T) {
 		_, err := env.environment(ctx).Destroy(ctx)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "this destroy deletes tenants legal-ai, research-ai, which the stack file lists")
-		assert.Contains(t, err.Error(), "-delete-tenants legal-ai,research-ai")
+		assert.Contains(t, err.Error(), "--delete-tenants legal-ai,research-ai")
 		named := env.environment(ctx)
 		named.DeleteTenants = []string{research}
 		_, err = named.Destroy(ctx)
@@ -232,7 +232,7 @@ func TestTenantGroups(t *testing.T) {
 		group := env.environment(ctx)
 		require.NoError(t, group.Only(env.part(groupOf[legal]).stack()))
 		_, err = group.Destroy(ctx)
-		require.ErrorContains(t, err, "this destroy deletes tenants legal-ai,", "destroy -only of legal-ai's group")
+		require.ErrorContains(t, err, "this destroy deletes tenants legal-ai,", "destroy --only of legal-ai's group")
 		platformOnly := env.deleting(ctx)
 		require.NoError(t, platformOnly.Only(env.stack()))
 		_, err = platformOnly.Destroy(ctx)
@@ -274,7 +274,7 @@ func TestTenantGroups(t *testing.T) {
 					// Tenants are left to delete: the recovery asks for the destroy's confirmation.
 					unnamed, err := environment.OpenEnvironment(ctx, env.options(nil, nil))
 					require.NoError(t, err)
-					require.ErrorContains(t, unnamed.Recover(ctx, ""), "-delete-tenants")
+					require.ErrorContains(t, unnamed.Recover(ctx, ""), "--delete-tenants")
 				}
 			}
 			progress := recoverWith(t, ctx, env, func(opts environment.Options) (recoverer, error) {

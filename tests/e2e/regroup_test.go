@@ -325,7 +325,7 @@ func TestRegroupKeepsEveryTenant(t *testing.T) {
 
 		_, err = open().Up(ctx)
 		require.Error(t, err, "an up refuses while the move is unfinished")
-		assert.Contains(t, err.Error(), fmt.Sprintf("gpu-tenancy-env move regroup %s -to 2", tenant))
+		assert.Contains(t, err.Error(), fmt.Sprintf("gpu-tenancy move regroup %s --to 2", tenant))
 		keeps(t)
 
 		plan, err := open().Move(ctx, []string{tenant}, 2, false)
@@ -357,7 +357,7 @@ func TestRegroupKeepsEveryTenant(t *testing.T) {
 			_, err = env.Up(ctx)
 		}
 		require.Error(t, err, "lowering the groups below a live tenant's is refused")
-		assert.Contains(t, err.Error(), "gpu-tenancy-env move")
+		assert.Contains(t, err.Error(), "gpu-tenancy move")
 		keeps(t)
 		file.set("tenantGroups", 3)
 		// Every tenant of the third group, in one move.

@@ -1,5 +1,5 @@
 // Package workflows_test checks the GitHub workflows against the code they call: the matrices they read from
-// gpu-tenancy-env and the environments they fan out.
+// gpu-tenancy and the environments they fan out.
 package workflows_test
 
 import (
@@ -18,7 +18,7 @@ import (
 
 var (
 	matrixKey = regexp.MustCompile(`fromJSON\(needs\.stacks\.outputs\.matrix\)\.([A-Za-z]+)`)
-	stacksRun = regexp.MustCompile(`gpu-tenancy-env stacks -json ([^)"]+)`)
+	stacksRun = regexp.MustCompile(`gpu-tenancy stacks --json ([^)"]+)`)
 )
 
 func workflow(t *testing.T, name string) string {
@@ -28,7 +28,7 @@ func workflow(t *testing.T, name string) string {
 	return string(raw)
 }
 
-// Every key a workflow reads from the matrix exists in what `gpu-tenancy-env stacks -json` prints, so a renamed field
+// Every key a workflow reads from the matrix exists in what `gpu-tenancy stacks --json` prints, so a renamed field
 // cannot leave a fan-out with no job.
 func TestTheWorkflowsReadOnlyMatrixKeysTheEnvironmentCommandPrints(t *testing.T) {
 	printed := map[string]bool{}
@@ -38,9 +38,9 @@ func TestTheWorkflowsReadOnlyMatrixKeysTheEnvironmentCommandPrints(t *testing.T)
 	}
 	for _, name := range []string{"preview.yml", "up.yml", "drift.yml"} {
 		keys := matrixKey.FindAllStringSubmatch(workflow(t, name), -1)
-		require.NotEmpty(t, keys, "%s reads no matrix of gpu-tenancy-env stacks", name)
+		require.NotEmpty(t, keys, "%s reads no matrix of gpu-tenancy stacks", name)
 		for _, k := range keys {
-			assert.True(t, printed[k[1]], "%s reads .%s, which gpu-tenancy-env stacks -json does not print", name, k[1])
+			assert.True(t, printed[k[1]], "%s reads .%s, which gpu-tenancy stacks --json does not print", name, k[1])
 		}
 	}
 }
@@ -120,9 +120,9 @@ func TestEveryPreviewRunsThePolicyPack(t *testing.T) {
 		for id, j := range jobs(t, name) {
 			for _, step := range j.Steps {
 				run, _ := step["run"].(string)
-				if strings.Contains(run, "gpu-tenancy-env") && strings.Contains(run, " preview ") {
+				if strings.Contains(run, "gpu-tenancy") && strings.Contains(run, " preview ") {
 					runs++
-					assert.Contains(t, run, "-policy-pack", "%s: job %s previews without the policy pack", name, id)
+					assert.Contains(t, run, "--policy-pack", "%s: job %s previews without the policy pack", name, id)
 				}
 			}
 		}

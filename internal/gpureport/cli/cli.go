@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -37,6 +38,11 @@ const (
 // (https://kubernetes.io/docs/tasks/extend-kubectl/kubectl-plugins/).
 const PluginName = "kubectl-gpu_tenancy"
 
+// environmentExitCodes ends the help of the environment's commands.
+const environmentExitCodes = `
+Exit codes: 0 done, 1 the operation failed (its error says where it stopped and what to run), 2 usage error.
+`
+
 // exitCodes ends every help text, so that a script's author finds them where the flags are.
 const exitCodes = `
 Exit codes: 0 fine, 1 findings, 2 usage or kubeconfig error, 3 cluster unreachable or read refused.
@@ -51,6 +57,9 @@ type App struct {
 	Connect func(*kube.Target) (kubernetes.Interface, error)
 	// Now stamps the reports and ages the claims.
 	Now func() time.Time
+	// Commands are the binary's further commands, in a help group of their own (envcmd.GroupID): the environment's. An
+	// error of theirs that says its exit code (an ExitCode method) ends the run with it.
+	Commands []*cobra.Command
 }
 
 // New returns an App that talks to real clusters.
@@ -92,6 +101,7 @@ func (a *App) Run(ctx context.Context, args []string) int {
 	}
 	err := root.ExecuteContext(ctx)
 	var exit *exitError
+	var coded interface{ ExitCode() int }
 	switch {
 	case len(args) == 0:
 		return ExitUsage
@@ -100,6 +110,9 @@ func (a *App) Run(ctx context.Context, args []string) int {
 	case errors.As(err, &exit):
 		a.errorf("%v", exit.err)
 		return exit.code
+	case errors.As(err, &coded):
+		a.errorf("%v", err)
+		return coded.ExitCode()
 	default:
 		a.errorf("%v", err)
 		return ExitUsage
@@ -130,7 +143,9 @@ func (a *App) command() *cobra.Command {
 		Use:   "gpu-tenancy",
 		Short: "The GPU platform's operators' tool",
 		Long: `The GPU platform's operators' tool: capacity, pending claims and an audit of the live cluster, read from the
-host cluster's API server and printed as a table, or as versioned JSON or YAML documents (docs/cli.md).
+host cluster's API server and printed as a table, or as versioned JSON or YAML documents (docs/cli.md); and, in the
+full binary, an environment's stacks driven with the Pulumi engine: stacks, preview, up, refresh, destroy, recover,
+move (docs/operating.md).
 
 Which cluster: --stack NAME, else kubectl's rules: --kubeconfig, else $KUBECONFIG, else ~/.kube/config; --context,
 else the kubeconfig's current context; inside a pod without a kubeconfig, the pod's service account.`,
@@ -159,8 +174,44 @@ else the kubeconfig's current context; inside a pod without a kubeconfig, the po
 		[]string{string(gpureport.Table), string(gpureport.JSON), string(gpureport.YAML)}, cobra.ShellCompDirectiveNoFileComp)))
 	cobra.CheckErr(root.RegisterFlagCompletionFunc("context", o.contexts))
 
-	root.AddCommand(a.capacity(o), a.pending(o), a.audit(o))
+	root.AddGroup(&cobra.Group{ID: reportsGroup, Title: "Cluster reports (read the live cluster):"})
+	for _, cmd := range []*cobra.Command{a.capacity(o), a.pending(o), a.audit(o)} {
+		cmd.GroupID = reportsGroup
+		root.AddCommand(cmd)
+	}
+	if len(a.Commands) > 0 {
+		root.AddGroup(&cobra.Group{ID: a.Commands[0].GroupID, Title: "Environments (drive an environment's stacks with the Pulumi engine):"})
+		// The reports' flags, persistent on the root so that they may stand before the command as kubectl takes them, mean
+		// nothing to these commands: their help leaves them out, and one set is refused, naming it.
+		usage := inheritedFlags.ReplaceAllString(strings.TrimSuffix(root.UsageTemplate(), exitCodes), "") + environmentExitCodes
+		for _, cmd := range a.Commands {
+			cmd.SetUsageTemplate(usage)
+			cmd.PersistentPreRunE = refuseReportFlags
+			root.AddCommand(cmd)
+		}
+	}
 	return root
+}
+
+// reportsGroup is the help's group of the cluster reports.
+const reportsGroup = "reports"
+
+// inheritedFlags is the part of cobra's usage template that lists a command's inherited flags.
+var inheritedFlags = regexp.MustCompile(`(?s)\{\{if \.HasAvailableInheritedFlags\}\}.*?\{\{end\}\}`)
+
+// refuseReportFlags refuses, for a command other than the reports, a report flag that was set.
+func refuseReportFlags(cmd *cobra.Command, _ []string) error {
+	var set []string
+	cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			set = append(set, "--"+f.Name)
+		}
+	})
+	if len(set) > 0 {
+		return fmt.Errorf("%s: %s is a flag of the cluster reports (capacity, pending, audit), not of %s", cmd.CommandPath(),
+			strings.Join(set, ", "), cmd.Name())
+	}
+	return nil
 }
 
 func (a *App) capacity(o *options) *cobra.Command {
