@@ -31,7 +31,8 @@
 #   GT_NODES              real nodes, one per pool named, e.g. "system a100-whole a100-mig" (scripts/local-nodes.sh);
 #                         they need root. Two clusters with nodes on one machine need their own GT_NODE_BRIDGE,
 #                         GT_NODE_NET, GT_POD_NET and GT_SERVICE_CIDR (the host routes each to its nodes).
-#   GT_SERVICE_CIDR       the Services' cluster IPs [10.0.0.0/24]
+#   GT_SERVICE_CIDR       the Services' cluster IPs [10.0.0.0/16]: every tenant's Services take one, the largest bench's
+#                         1,000 tenants at their default quota (20) included (docs/benchmarks.md)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -53,7 +54,7 @@ RUN=$DATA/run
 LOGS=$DATA/logs
 KUBECONFIG_FILE=$DATA/kubeconfig
 # Services' cluster IPs: a /24 (or wider) whose first address is the kubernetes Service's.
-SERVICE_CIDR=${GT_SERVICE_CIDR:-10.0.0.0/24}
+SERVICE_CIDR=${GT_SERVICE_CIDR:-10.0.0.0/16}
 SERVICE_IP=${SERVICE_CIDR%.*/*}.1
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 # shellcheck source=scripts/local-nodes.sh

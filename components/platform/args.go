@@ -43,6 +43,7 @@ const (
 	keyMonitoring    = "monitoring"
 	keyOwnership     = "ownership"
 	keyTimeouts      = "timeouts"
+	keyServiceRange  = "serviceRange"
 	keyPrices        = "prices"
 	keyAdminPassword = "platformAdminPassword"
 	keyLicenseToken  = "platformLicenseToken"
@@ -78,6 +79,7 @@ var blocks = []struct {
 	{keyMonitoring, func(c *PlatformArgs) any { return &c.Monitoring }},
 	{keyOwnership, func(c *PlatformArgs) any { return &c.Ownership }},
 	{keyTimeouts, func(c *PlatformArgs) any { return &c.Timeouts }},
+	{keyServiceRange, func(c *PlatformArgs) any { return &c.ServiceRange }},
 	{keyPrices, func(c *PlatformArgs) any { return &c.Prices }},
 	{keyTenantGroups, func(c *PlatformArgs) any { return &c.TenantGroups }},
 	{keyRetired, func(c *PlatformArgs) any { return &c.RetiredTenants }},
@@ -138,8 +140,10 @@ type PlatformArgs struct {
 	Monitoring monitoring.Spec
 	Ownership  OwnershipArgs
 	Timeouts   cluster.Timeouts
-	Prices     rules.Prices
-	Secrets    Secrets
+	// ServiceRange weighs the tenants' Service quotas against the cluster's Service range.
+	ServiceRange ServiceRangeArgs
+	Prices       rules.Prices
+	Secrets      Secrets
 	// TenantGroups splits the environment into a platform stack and this many tenant stacks (0: one stack), each
 	// tenant in the group TenantGroup names.
 	TenantGroups int

@@ -127,7 +127,7 @@ func (f *fakeCluster) serve(w http.ResponseWriter, r *http.Request) {
 // isCollection tells a collection path (…/namespaces, …/deviceclasses) from an object's.
 func isCollection(path string) bool {
 	for _, c := range []string{"/namespaces", "/deviceclasses", "/resourceclaims", "/validatingadmissionpolicies", "/validatingadmissionpolicybindings",
-		"/flowschemas", "/prioritylevelconfigurations", "/nodes"} {
+		"/flowschemas", "/prioritylevelconfigurations", "/nodes", "/servicecidrs", "/ipaddresses"} {
 		if strings.HasSuffix(path, c) {
 			return true
 		}

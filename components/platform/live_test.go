@@ -630,3 +630,101 @@ func TestALostKubeconfigSecretIsNotRead(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, read(rec, "research-ai"), "its Secret is there: read")
 }
+
+// serviceRoomCluster is a fake cluster whose Service range is cidrs (the default ServiceCIDR's), with addresses
+// allocated for Services of the namespaces given, one each.
+func serviceRoomCluster(t *testing.T, cidrs []string, serviceNamespaces ...string) *liveCluster {
+	t.Helper()
+	f := newFakeCluster(t)
+	if cidrs != nil {
+		f.lists["/apis/networking.k8s.io/v1/servicecidrs"] = []map[string]any{{"apiVersion": "networking.k8s.io/v1",
+			"kind": "ServiceCIDR", "metadata": map[string]any{"name": "kubernetes"}, "spec": map[string]any{"cidrs": cidrs}}}
+	}
+	var ips []map[string]any
+	for i, ns := range serviceNamespaces {
+		ips = append(ips, map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress",
+			"metadata": map[string]any{"name": fmt.Sprintf("10.0.0.%d", i+1)},
+			"spec":     map[string]any{"parentRef": map[string]any{"resource": "services", "namespace": ns, "name": fmt.Sprintf("s%d", i)}}})
+	}
+	f.lists["/apis/networking.k8s.io/v1/ipaddresses"] = ips
+	l, err := connect(f.kubeconfig())
+	require.NoError(t, err)
+	return l
+}
+
+// tenantsWithServices are n tenants, each with a Service quota of services.
+func tenantsWithServices(n, services int) *PlatformArgs {
+	c := &PlatformArgs{Keys: ConfigKeys}
+	for i := range n {
+		t := TenantArgs{TenantArgs: tenancy.TenantArgs{Name: fmt.Sprintf("team-%d", i), ObjectQuota: map[string]int{"services": services}}}
+		c.Tenants = append(c.Tenants, t)
+	}
+	return c
+}
+
+// The tenants' Service quotas must fit the cluster's Service range, less its reserve and what the cluster holds
+// outside their namespaces, unless the operator says how far they may overcommit it; the numbers are named.
+func TestTheTenantsServiceQuotasMustFitTheServiceRange(t *testing.T) {
+	v4 := []string{"10.0.0.0/24"} // 254 addresses, 228 promisable (10% kept free)
+	for _, tc := range []struct {
+		name       string
+		cidrs      []string
+		elsewhere  []string
+		tenants    *PlatformArgs
+		overcommit float64
+		refused    []string
+		warned     []string
+	}{
+		{name: "two tenants at the default quota fit", cidrs: v4, elsewhere: []string{"default"}, tenants: tenantsWithServices(2, 20)},
+		{name: "quotas that fill the room exactly fit", cidrs: v4, elsewhere: []string{"default", "kube-system"}, tenants: tenantsWithServices(2, 113)},
+		{name: "one address more is refused, with the numbers", cidrs: v4, elsewhere: []string{"default", "kube-system"},
+			tenants: tenantsWithServices(1, 227), refused: []string{"gpu-tenancy:tenants: the tenants' Service quotas " +
+				"(gpu-tenancy:tenants[*].objectQuota[services]) add up to 227 for 1 tenant, and the cluster holds 2 Service " +
+				"addresses outside their namespaces, but the Service range 10.0.0.0/24 holds 254 addresses, of which 228 may " +
+				"be promised (10% kept free), times gpu-tenancy:serviceRange.overcommit 1: 226", "set gpu-tenancy:serviceRange.overcommit above 1"}},
+		{name: "twelve tenants at the default quota are refused", cidrs: v4, tenants: tenantsWithServices(12, 20),
+			refused: []string{"add up to 240 for 12 tenants"}},
+		{name: "an overcommit the operator states lets them through, and is said", cidrs: v4, tenants: tenantsWithServices(12, 20),
+			overcommit: 1.5, warned: []string{"gpu-tenancy:serviceRange.overcommit is 1.5", "add up to 240 for 12 tenants"}},
+		{name: "the tenants' own Services are in their quotas, not counted again", cidrs: v4,
+			elsewhere: []string{"vcluster-team-0", "vcluster-team-1", "vcluster-team-1"}, tenants: tenantsWithServices(2, 114)},
+		{name: "an IPv6 default range is the one single-stack Services take from", cidrs: []string{"fd00:10::/108", "10.0.0.0/28"},
+			tenants: tenantsWithServices(12, 20)},
+		{name: "a cluster without ServiceCIDRs is warned of", tenants: tenantsWithServices(12, 20),
+			warned: []string{"the cluster's Service range could not be checked"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := serviceRoomCluster(t, tc.cidrs, tc.elsewhere...)
+			tc.tenants.ServiceRange.Overcommit = tc.overcommit
+			var warnings []string
+			err := l.checkServiceRoom(t.Context(), tc.tenants, func(w string) { warnings = append(warnings, w) })
+			if tc.refused != nil {
+				require.Error(t, err)
+				for _, want := range tc.refused {
+					assert.Contains(t, err.Error(), want)
+				}
+				return
+			}
+			require.NoError(t, err)
+			got := strings.Join(warnings, "\n")
+			if tc.warned == nil {
+				assert.Empty(t, got)
+			}
+			for _, want := range tc.warned {
+				assert.Contains(t, got, want)
+			}
+		})
+	}
+}
+
+func TestAnOvercommitIsARatioFromOneToAHundred(t *testing.T) {
+	for ratio, ok := range map[float64]bool{0: true, 1: true, 2.5: true, 100: true, 0.5: false, 101: false} {
+		errs := ServiceRangeArgs{Overcommit: ratio}.Validate(ConfigKeys.Path(keyServiceRange))
+		if ok {
+			assert.Empty(t, errs, "%g", ratio)
+		} else {
+			require.Len(t, errs, 1, "%g", ratio)
+			assert.Contains(t, errs[0].Error(), "gpu-tenancy:serviceRange.overcommit: Invalid value")
+		}
+	}
+}

@@ -265,8 +265,9 @@ func (c *PlatformArgs) platformKubeconfig(ctx *pulumi.Context, platformStack str
 
 // checkLive reads the cluster before this stack registers anything on it and refuses what would go wrong there: in
 // an environment of tenant groups it learns which stack holds each tenant (placing the tenants the config does not
-// place), then refuses objects another stack owns (checkOwnership), a group's tenants the platform's guards would not
-// cover (checkGuards), and a cluster that rewrites tenant pods into ones the guards refuse (hostRewrites). It returns
+// place), then refuses objects another stack owns (checkOwnership), tenants whose Service quotas do not fit the
+// cluster's Service range (checkServiceRoom), a group's tenants the platform's guards would not cover (checkGuards),
+// and a cluster that rewrites tenant pods into ones the guards refuse (hostRewrites). It returns
 // the cluster's identity. A kubeconfig that reaches no cluster (as in the offline plans) is a warning: the program
 // cannot create anything there either.
 func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig, owner, platformStack string, warn func(string)) (string, error) {
@@ -309,6 +310,10 @@ func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig
 	buildsPlatform, tenants := c.builds()
 	if buildsPlatform {
 		if err := c.checkServesExtendedResources(goctx, l, warn); err != nil {
+			return "", err
+		}
+		// Every tenant of the environment at once: the platform stack runs first, and reads the whole stack file.
+		if err := l.checkServiceRoom(goctx, c, warn); err != nil {
 			return "", err
 		}
 	}

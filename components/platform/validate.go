@@ -71,6 +71,7 @@ func (c *PlatformArgs) Validate() field.ErrorList {
 	errs = append(errs, validateParts(c, path)...)
 	errs = append(errs, c.Ownership.Validate(path(keyOwnership))...)
 	errs = append(errs, c.Timeouts.Validate(path(keyTimeouts))...)
+	errs = append(errs, c.ServiceRange.Validate(path(keyServiceRange))...)
 	errs = append(errs, c.Prices.Validate(path(keyPrices), c.ClassNames())...)
 	return errs
 }

@@ -53,6 +53,9 @@ func TestMain(m *testing.M) {
 	for _, p := range clusterPorts {
 		clusterEnv = append(clusterEnv, fmt.Sprintf("%s=%d", p.env, p.port+shard))
 	}
+	// A Service range made small on purpose, which the suite's few tenants fit and a stack of larger quotas does
+	// not (TestServiceQuotasBeyondTheRangeAreRefusedBeforeAnythingIsCreated).
+	clusterEnv = append(clusterEnv, "GT_SERVICE_CIDR="+e2eServiceCIDR)
 	os.Exit(run(m))
 }
 

@@ -22,10 +22,11 @@ const shardEnv = "GT_E2E_SHARD"
 // compile Go programs (a team's Go program, an old commit's program) share one shard, so that their links seldom run
 // at once; the local stack's test builds the operators' CLI in the other.
 var shards = [][]string{
-	{"TestLocalStack", "TestRegroupKeepsEveryTenant", "TestRecoveryAfterKill", "TestBlockedDestroyExplainsItself",
+	{"TestLocalStack", "TestRegroupKeepsEveryTenant", "TestBlockedDestroyExplainsItself",
 		"TestSimulatedHardwareAppliesAndRemoves", "TestStateLeftIncompleteByAKilledEngineIsRepaired",
 		"TestDemoRecoversAfterPurgeCrashAndInterruption", "TestYAMLProgramThroughTheProvider", "TestRepositoryProjectOnTheCLI"},
-	{"TestTenantGroups", "TestUpgradeFromBeforeThePlatformComponentKeepsEveryObjectAndGuard",
+	{"TestTenantGroups", "TestUpgradeFromBeforeThePlatformComponentKeepsEveryObjectAndGuard", "TestRecoveryAfterKill",
+		"TestServiceQuotasBeyondTheRangeAreRefusedBeforeAnythingIsCreated",
 		"TestYAMLProgramWithBadPropertiesRegistersNothing", "TestMisspeltKeyFailsTheProgram", "TestGoProgramWithAPlatform"},
 }
 
