@@ -3,14 +3,15 @@ package platform
 import (
 	"context"
 	"fmt"
-	"math"
-	"net/netip"
 	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/servicerange"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -49,97 +50,44 @@ func (s ServiceRangeArgs) ratio() float64 {
 // check.
 const serviceRangeReserve = 0.1
 
-// defaultServiceCIDR is the ServiceCIDR the API server makes from its own range.
-const defaultServiceCIDR = "kubernetes"
-
 var (
 	serviceCIDRsResource = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "servicecidrs"}
 	ipAddressesResource  = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ipaddresses"}
 )
 
-// serviceRoom is a cluster's Service address range, as its ServiceCIDR and IPAddress objects say (networking.k8s.io/v1,
-// Kubernetes 1.33 and later: https://kubernetes.io/docs/concepts/services-networking/cluster-ip-allocation/).
-type serviceRoom struct {
-	// cidrs are the ranges of the family Services take an address from by default.
-	cidrs []string
-	// size is how many addresses they hold for Services.
-	size int64
-	// usedElsewhere counts the allocated addresses of that family outside the tenants' namespaces.
-	usedElsewhere int64
-}
-
-// serviceRoom reads the Service range of the cluster: nil when the cluster serves no ServiceCIDR objects or holds
-// none.
-func (l *liveCluster) serviceRoom(ctx context.Context, tenantNamespaces map[string]bool) (*serviceRoom, error) {
-	cidrs, err := l.dyn.Resource(serviceCIDRsResource).List(ctx, metav1.ListOptions{})
-	if apierrors.IsNotFound(err) || err == nil && len(cidrs.Items) == 0 {
+// serviceRoom reads the cluster's Service range: nil when the cluster serves no ServiceCIDR objects or holds none.
+func (l *liveCluster) serviceRoom(ctx context.Context) (*servicerange.Room, error) {
+	list, err := l.dyn.Resource(serviceCIDRsResource).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster's Service ranges (ServiceCIDRs): %w", err)
 	}
-	// Services of the default IP family policy (SingleStack) take an address of the family of the default
-	// ServiceCIDR's first range, the one the API server makes from its --service-cluster-ip-range, named "kubernetes".
-	var prefixes []netip.Prefix
-	primary := true
-	for i, item := range cidrs.Items {
-		raw, _, _ := unstructured.NestedStringSlice(item.Object, "spec", "cidrs")
-		for j, c := range raw {
-			p, err := netip.ParsePrefix(c)
-			if err != nil {
-				return nil, fmt.Errorf("ServiceCIDR %s: range %q: %w", item.GetName(), c, err)
-			}
-			prefixes = append(prefixes, p)
-			if j == 0 && (item.GetName() == defaultServiceCIDR || i == 0) {
-				primary = p.Addr().Is4()
-			}
-		}
+	var cidrs []networkingv1.ServiceCIDR
+	if err := fromUnstructured(list, &cidrs); err != nil {
+		return nil, err
 	}
-	room := &serviceRoom{}
-	for _, p := range prefixes {
-		if p.Addr().Is4() != primary {
-			continue
-		}
-		room.cidrs = append(room.cidrs, p.String())
-		room.size = addSaturating(room.size, serviceAddresses(p))
-	}
-	ips, err := l.dyn.Resource(ipAddressesResource).List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if list, err = l.dyn.Resource(ipAddressesResource).List(ctx, metav1.ListOptions{}); err != nil {
 		return nil, fmt.Errorf("reading the cluster's allocated Service addresses (IPAddresses): %w", err)
 	}
-	for _, item := range ips.Items {
-		addr, err := netip.ParseAddr(item.GetName())
-		if err != nil || addr.Is4() != primary {
-			continue
-		}
-		namespace, _, _ := unstructured.NestedString(item.Object, "spec", "parentRef", "namespace")
-		if !tenantNamespaces[namespace] {
-			room.usedElsewhere++
-		}
+	var ips []networkingv1.IPAddress
+	if err := fromUnstructured(list, &ips); err != nil {
+		return nil, err
 	}
-	return room, nil
+	return servicerange.Of(cidrs, ips), nil
 }
 
-// serviceAddresses is how many Service addresses a range gives: an IPv4 range less its network and broadcast
-// addresses, an IPv6 range less its first (k8s.io/kubernetes v1.36.3 pkg/registry/core/service/ipallocator/ipallocator.go
-// calculateRangeSize), at most a quarter of what an int64 counts.
-func serviceAddresses(p netip.Prefix) int64 {
-	bits := p.Addr().BitLen() - p.Bits()
-	if bits >= 62 {
-		return math.MaxInt64 / 4
+// fromUnstructured converts a list's items into their typed objects.
+func fromUnstructured[T any](list *unstructured.UnstructuredList, out *[]T) error {
+	for _, item := range list.Items {
+		var obj T
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &obj); err != nil {
+			return fmt.Errorf("reading %s %s: %w", item.GetKind(), item.GetName(), err)
+		}
+		*out = append(*out, obj)
 	}
-	n := int64(1) << bits
-	if p.Addr().Is4() {
-		return max(n-2, 0)
-	}
-	return max(n-1, 0)
-}
-
-func addSaturating(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
+	return nil
 }
 
 // checkServiceRoom refuses tenants whose Service quotas, with the Services the cluster holds outside their
@@ -152,7 +100,7 @@ func (l *liveCluster) checkServiceRoom(ctx context.Context, c *PlatformArgs, war
 		namespaces[naming.Namespace(t.Name)] = true
 		quotas += int64(t.ObjectQuota["services"])
 	}
-	room, err := l.serviceRoom(ctx, namespaces)
+	room, err := l.serviceRoom(ctx)
 	if err != nil {
 		return err
 	}
@@ -163,13 +111,14 @@ func (l *liveCluster) checkServiceRoom(ctx context.Context, c *PlatformArgs, war
 		return nil
 	}
 	ratio := c.ServiceRange.ratio()
-	promisable := int64(float64(room.size) * (1 - serviceRangeReserve))
-	budget := int64(float64(promisable-room.usedElsewhere) * ratio)
+	elsewhere := room.UsedOutside(namespaces)
+	promisable := int64(float64(room.Size) * (1 - serviceRangeReserve))
+	budget := int64(float64(promisable-elsewhere) * ratio)
 	demand := fmt.Sprintf("the tenants' Service quotas (%s) add up to %d for %s, and the cluster holds %s outside "+
 		"their namespaces", c.Keys.Path(keyTenants).Key("*").Child("objectQuota").Key("services"), quotas,
-		counted(int64(len(c.Tenants)), "tenant"), counted(room.usedElsewhere, "Service address"))
+		counted(int64(len(c.Tenants)), "tenant"), counted(elsewhere, "Service address"))
 	rangeSays := fmt.Sprintf("the Service range %s holds %d addresses, of which %d may be promised (%.0f%% kept free)",
-		strings.Join(room.cidrs, ", "), room.size, promisable, serviceRangeReserve*100)
+		strings.Join(room.CIDRs, ", "), room.Size, promisable, serviceRangeReserve*100)
 	if quotas > budget {
 		return fmt.Errorf("%s: %s, but %s, times %s %g: %d. A tenant that filled its quota would make other tenants' "+
 			"Services and vClusters fail. Lower the quotas, widen the range (a further ServiceCIDR), or set %s above %g "+

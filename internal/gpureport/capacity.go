@@ -11,6 +11,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/servicerange"
 )
 
 // CapacityReport is `gpu-tenancy capacity`: per catalog class the devices that exist, are allocated and are free;
@@ -26,8 +27,30 @@ type CapacityReport struct {
 	Currency string `json:"currency,omitempty"`
 	// TenantCosts are, when prices were given, each tenant's hourly cost summed over its priced classes.
 	TenantCosts []TenantCost `json:"tenantCosts,omitempty"`
+	// ServiceAddresses is the cluster's Service range and who holds it; absent where the cluster serves no
+	// ServiceCIDR.
+	ServiceAddresses *ServiceAddresses `json:"serviceAddresses,omitempty"`
 	// Warnings are problems that make a count unreliable, such as a class selector that fails on some device.
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// ServiceAddresses is the Service range every tenant's Services share (servicerange.Room): its size, the addresses
+// held and free, and each tenant's, its vCluster's own Services and those vCluster copies for it, against its quota.
+type ServiceAddresses struct {
+	Ranges  []string         `json:"ranges"`
+	Size    int64            `json:"size"`
+	Used    int64            `json:"used"`
+	Free    int64            `json:"free"`
+	Tenants []TenantServices `json:"tenants"`
+}
+
+// TenantServices is one tenant's share of the Service range.
+type TenantServices struct {
+	Tenant    string `json:"tenant"`
+	Namespace string `json:"namespace"`
+	Used      int64  `json:"used"`
+	// Quota is the tenant's Service quota (its ResourceQuota's services), absent when none caps it.
+	Quota *int64 `json:"quota,omitempty"`
 }
 
 // DeviceCounts splits the devices a class selects: Exist = Allocated + Unavailable + Free.
@@ -113,6 +136,35 @@ type PoolInventory struct {
 	AllocatedDevices int `json:"allocatedDevices"`
 }
 
+// serviceAddresses is the Service range's use, tenants in name order; nil without a ServiceCIDR.
+func serviceAddresses(s *Snapshot) *ServiceAddresses {
+	room := servicerange.Of(s.ServiceCIDRs, s.IPAddresses)
+	if room == nil {
+		return nil
+	}
+	out := &ServiceAddresses{Ranges: room.CIDRs, Size: room.Size, Used: room.UsedTotal(), Tenants: []TenantServices{}}
+	out.Free = max(out.Size-out.Used, 0)
+	quotas := map[string]int64{}
+	for _, q := range s.ResourceQuotas {
+		hard, ok := q.Spec.Hard[corev1.ResourceServices]
+		if !ok {
+			continue
+		}
+		if have, seen := quotas[q.Namespace]; !seen || hard.Value() < have {
+			quotas[q.Namespace] = hard.Value()
+		}
+	}
+	for ns, tenant := range s.tenants() {
+		ts := TenantServices{Tenant: tenant, Namespace: ns, Used: room.Used[ns]}
+		if q, ok := quotas[ns]; ok {
+			ts.Quota = &q
+		}
+		out.Tenants = append(out.Tenants, ts)
+	}
+	sort.Slice(out.Tenants, func(i, j int) bool { return out.Tenants[i].Tenant < out.Tenants[j].Tenant })
+	return out
+}
+
 // Capacity computes the capacity report. now stamps the report and ages the pending claims.
 func Capacity(ctx context.Context, s *Snapshot, now time.Time) *CapacityReport {
 	inv := newInventory(s.ResourceSlices)
@@ -152,6 +204,7 @@ func Capacity(ctx context.Context, s *Snapshot, now time.Time) *CapacityReport {
 	}
 
 	rep.Tenants = tenantUsage(s, cat, now)
+	rep.ServiceAddresses = serviceAddresses(s)
 
 	for _, p := range inv.pools {
 		if p.driver != naming.Driver {

@@ -1,6 +1,7 @@
 package gpureport
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -331,4 +333,35 @@ func BenchmarkCapacity(b *testing.B) {
 	for b.Loop() {
 		Capacity(context.Background(), &s, now)
 	}
+}
+
+// The capacity report shows the Service range every tenant shares: its size, what is held and free, and each tenant's
+// addresses against its Service quota; a cluster without ServiceCIDRs gets none.
+func TestCapacityShowsTheServiceRangeAndEachTenantsShare(t *testing.T) {
+	legal, research := naming.Namespace("legal-ai"), naming.Namespace("research-ai")
+	ip := func(addr, namespace string) networkingv1.IPAddress {
+		return networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: addr},
+			Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: namespace, Name: "s"}}}
+	}
+	s := &Snapshot{
+		Namespaces:     []corev1.Namespace{tenantNamespace("legal-ai"), tenantNamespace("research-ai")},
+		ResourceQuotas: []corev1.ResourceQuota{quota(legal, map[string]int64{"services": 20}, nil)},
+		ServiceCIDRs: []networkingv1.ServiceCIDR{{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
+			Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.0.0.0/24"}}}},
+		IPAddresses: []networkingv1.IPAddress{ip("10.0.0.1", "default"), ip("10.0.0.2", legal), ip("10.0.0.3", legal), ip("10.0.0.4", research)},
+	}
+	got := Capacity(context.Background(), s, time.Unix(0, 0)).ServiceAddresses
+	require.NotNil(t, got)
+	assert.Equal(t, &ServiceAddresses{Ranges: []string{"10.0.0.0/24"}, Size: 254, Used: 4, Free: 250, Tenants: []TenantServices{
+		{Tenant: "legal-ai", Namespace: legal, Used: 2, Quota: ptr.To(int64(20))},
+		{Tenant: "research-ai", Namespace: research, Used: 1},
+	}}, got)
+
+	var out bytes.Buffer
+	require.NoError(t, Capacity(context.Background(), s, time.Unix(0, 0)).writeTable(&out))
+	assert.Contains(t, out.String(), "SERVICE RANGE  ADDRESSES  USED  FREE\n10.0.0.0/24    254        4     250\n")
+	assert.Contains(t, out.String(), "TENANT       SERVICE ADDRESSES  QUOTA\nlegal-ai     2                  20\nresearch-ai  1                  -\n")
+
+	s.ServiceCIDRs = nil
+	assert.Nil(t, Capacity(context.Background(), s, time.Unix(0, 0)).ServiceAddresses, "no ServiceCIDR: not known")
 }

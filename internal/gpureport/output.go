@@ -178,6 +178,20 @@ func (r *CapacityReport) writeTable(w io.Writer) error {
 		}
 		t.row(p.Pool, orDash(p.Node), p.Generation, p.PhysicalGPUs, p.GPUsInUse, p.Devices, p.AllocatedDevices, complete)
 	}
+	if a := r.ServiceAddresses; a != nil {
+		t.row()
+		t.row("SERVICE RANGE", "ADDRESSES", "USED", "FREE")
+		t.row(strings.Join(a.Ranges, ","), a.Size, a.Used, a.Free)
+		t.row()
+		t.row("TENANT", "SERVICE ADDRESSES", "QUOTA")
+		for _, ts := range a.Tenants {
+			quota := "-"
+			if ts.Quota != nil {
+				quota = fmt.Sprint(*ts.Quota)
+			}
+			t.row(ts.Tenant, ts.Used, quota)
+		}
+	}
 	for _, warn := range r.Warnings {
 		t.row()
 		t.row("warning: " + warn)

@@ -12,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
@@ -45,6 +46,10 @@ type Snapshot struct {
 	// VClusterStatefulSets are each tenant's own vCluster StatefulSet, read by name: the control planes whose pod
 	// templates pin their config's hash.
 	VClusterStatefulSets []appsv1.StatefulSet
+	// ServiceCIDRs and IPAddresses are the cluster's Service range and the addresses held in it; none where the API
+	// server does not serve them (before Kubernetes 1.33).
+	ServiceCIDRs []networkingv1.ServiceCIDR
+	IPAddresses  []networkingv1.IPAddress
 }
 
 // Need names one kind of object a report reads.
@@ -63,12 +68,14 @@ const (
 	NeedEvents
 	NeedPolicies
 	NeedVClusterConfigs
+	NeedServiceRange
 )
 
 // What each report reads.
 const (
-	CapacityNeeds = NeedNamespaces | NeedDeviceClasses | NeedResourceSlices | NeedResourceClaims | NeedResourceQuotas
-	PendingNeeds  = NeedNamespaces | NeedDeviceClasses | NeedResourceSlices | NeedResourceClaims | NeedClaimTemplates |
+	CapacityNeeds = NeedNamespaces | NeedDeviceClasses | NeedResourceSlices | NeedResourceClaims | NeedResourceQuotas |
+		NeedServiceRange
+	PendingNeeds = NeedNamespaces | NeedDeviceClasses | NeedResourceSlices | NeedResourceClaims | NeedClaimTemplates |
 		NeedPods | NeedEvents
 	AuditNeeds = NeedNamespaces | NeedDeviceClasses | NeedResourceClaims | NeedResourceQuotas | NeedLimitRanges |
 		NeedPolicies | NeedVClusterConfigs

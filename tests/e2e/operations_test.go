@@ -49,6 +49,17 @@ type (
 			PhysicalGPUs int    `json:"physicalGPUs"`
 			Devices      int    `json:"devices"`
 		} `json:"pools"`
+		ServiceAddresses *struct {
+			Ranges  []string `json:"ranges"`
+			Size    int64    `json:"size"`
+			Used    int64    `json:"used"`
+			Free    int64    `json:"free"`
+			Tenants []struct {
+				Tenant string `json:"tenant"`
+				Used   int64  `json:"used"`
+				Quota  *int64 `json:"quota"`
+			} `json:"tenants"`
+		} `json:"serviceAddresses"`
 	}
 	cliPending struct {
 		APIVersion string `json:"apiVersion"`
@@ -146,6 +157,23 @@ func checkOperatorCLI(t *testing.T, ctx context.Context) {
 		}
 		assert.Equal(t, 3, gpus, "three physical A100s: two whole, one in seven MIG devices")
 		assert.Equal(t, 9, devices)
+		// The Service range every tenant shares, read from the API server's own ServiceCIDR and IPAddresses: each
+		// tenant's vCluster Service holds one address, against the tenant's Service quota.
+		sa := rep.ServiceAddresses
+		require.NotNil(t, sa, "the control plane serves ServiceCIDRs")
+		assert.Equal(t, []string{e2eServiceCIDR}, sa.Ranges)
+		assert.Equal(t, int64(254), sa.Size)
+		assert.Equal(t, sa.Size-sa.Used, sa.Free)
+		held := map[string]int64{}
+		for _, ts := range sa.Tenants {
+			held[ts.Tenant] = ts.Used
+			if assert.NotNil(t, ts.Quota, ts.Tenant) {
+				assert.Equal(t, int64(20), *ts.Quota, ts.Tenant)
+			}
+		}
+		assert.GreaterOrEqual(t, held[legalTenant], int64(1), "legal-ai's vCluster Service")
+		assert.GreaterOrEqual(t, held[researchTenant], int64(1), "research-ai's vCluster Service")
+		assert.Greater(t, sa.Used, held[legalTenant]+held[researchTenant], "the kubernetes Service is held outside them")
 	})
 
 	t.Run("pending shows whole-c with the scheduler's reason", func(t *testing.T) {

@@ -65,6 +65,8 @@ func (l *Loader) Load(ctx context.Context, need gpureport.Need) (*gpureport.Snap
 			cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List),
 		list(gpureport.NeedPolicies, "validatingadmissionpolicies", all, &s.Policies,
 			cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().List),
+		optional(list(gpureport.NeedServiceRange, "servicecidrs", all, &s.ServiceCIDRs, cs.NetworkingV1().ServiceCIDRs().List)),
+		optional(list(gpureport.NeedServiceRange, "ipaddresses", all, &s.IPAddresses, cs.NetworkingV1().IPAddresses().List)),
 	}
 	defer l.Progress.Done()
 	for _, li := range listings {
@@ -157,6 +159,19 @@ func list[T any, L runtime.Object](need gpureport.Need, what string, opts metav1
 		})
 		return err
 	}}
+}
+
+// optional is a listing of a kind an API server may not serve (before the Kubernetes version that added it): not
+// served, it leaves its field empty.
+func optional(li listing) listing {
+	fill := li.fill
+	li.fill = func(ctx context.Context, p *Progress) error {
+		if err := fill(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	}
+	return li
 }
 
 // collect lists every page with client-go's pager, which lists once more without paging when a continue token

@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -102,7 +103,8 @@ func TestLoadListsWhatTheReportNeeds(t *testing.T) {
 		need gpureport.Need
 		want []string
 	}{
-		{gpureport.CapacityNeeds, []string{"namespaces", "deviceclasses", "resourceslices", "resourceclaims", "resourcequotas"}},
+		{gpureport.CapacityNeeds, []string{"namespaces", "deviceclasses", "resourceslices", "resourceclaims", "resourcequotas",
+			"servicecidrs", "ipaddresses"}},
 		{gpureport.PendingNeeds, []string{"namespaces", "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates", "pods", "events"}},
 		{gpureport.AuditNeeds, []string{"namespaces", "deviceclasses", "resourceclaims", "resourcequotas", "limitranges",
 			"validatingadmissionpolicybindings", "validatingadmissionpolicies"}},
@@ -119,6 +121,32 @@ func TestLoadListsWhatTheReportNeeds(t *testing.T) {
 				}
 			}
 			assert.Equal(t, tc.want, listed)
+		})
+	}
+}
+
+// A cluster that serves no ServiceCIDRs (before Kubernetes 1.33) still gets its capacity report, without the range;
+// any other failure of those lists still ends the load.
+func TestAServiceRangeNotServedLeavesItOut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"not served", apierrors.NewNotFound(schema.GroupResource{Group: "networking.k8s.io", Resource: "servicecidrs"}, ""), ""},
+		{"refused", apierrors.NewForbidden(schema.GroupResource{Group: "networking.k8s.io", Resource: "servicecidrs"}, "", errors.New("no")),
+			"listing servicecidrs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset()
+			cs.PrependReactor("list", "servicecidrs", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tc.err })
+			s, err := (&Loader{Client: cs}).Load(context.Background(), gpureport.CapacityNeeds)
+			if tc.want != "" {
+				require.ErrorContains(t, err, tc.want)
+				return
+			}
+			require.NoError(t, err)
+			assert.Empty(t, s.ServiceCIDRs)
 		})
 	}
 }
