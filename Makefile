@@ -36,7 +36,8 @@ unit:
 docs:
 	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
 
-## schema: regenerate provider/schema.json from the args' Go types and the config reference (docs/installation-configuration.md)
+## schema: regenerate provider/schema.json from the args' Go types and the config reference (docs/installation-configuration.md),
+## and the config keys page, docs/config-reference.md
 schema:
 	cd provider && go run ./cmd/schemagen
 

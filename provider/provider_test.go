@@ -219,3 +219,45 @@ func TestPropertyPathsQuoteMapKeys(t *testing.T) {
 		assert.Equal(t, want, propertyPath(in), in)
 	}
 }
+
+func TestConfigKeysPageIsCurrent(t *testing.T) {
+	reference, err := os.ReadFile("../docs/installation-configuration.md")
+	require.NoError(t, err)
+	stacks, err := StackFiles("..")
+	require.NoError(t, err)
+	generated, err := Reference(reference, stacks)
+	require.NoError(t, err)
+	committed, err := os.ReadFile("../docs/config-reference.md")
+	require.NoError(t, err)
+	assert.Equal(t, string(generated), string(committed), "docs/config-reference.md is stale: run `make schema`")
+}
+
+// The config keys page has a row for every key of the schema, with its type, and the allowed values of the keys the
+// validation checks against a list.
+func TestConfigKeysPageListsEveryKeyWithItsTypeAndAllowedValues(t *testing.T) {
+	reference, err := os.ReadFile("../docs/installation-configuration.md")
+	require.NoError(t, err)
+	page, err := Reference(reference, nil)
+	require.NoError(t, err)
+	text := string(page)
+	for _, row := range []string{
+		"| `cloud` | string | (required) | `existing`, `gke`, `scaleway` |",
+		"| `tenants[].gpuAccess` | string | `vcluster.gpuAccess` | `both`, `claims`, `extendedResources` |",
+		"| `tenants[].gpuQuota` | map of integer |",
+		"| `serviceRange.cidr` | string |",
+		"| `existing.podCIDRs` | list of string |",
+		"| `gke.deletionProtection` | boolean | `true` | `true`, `false` | `true` |",
+	} {
+		assert.Contains(t, text, row)
+	}
+	assert.Contains(t, text, "| `tenants[].objectQuota` | map of integer | ", "a map's names")
+	assert.Regexp(t, "\\| `tenants\\[\\]\\.objectQuota` \\| map of integer \\| [^|]* \\| names: [^|]*`services`", text)
+}
+
+func TestAllowedValuesOfAKeyThatDoesNotExistFailThePage(t *testing.T) {
+	reference := []byte("## Config reference\n\n| key | default | meaning |\n|---|---|---|\n| `cloud` | (required) | where |\n\n## Next\n")
+	_, err := referencePage(reference, nil, map[string][]string{"cloud": {"gke"}, "tenants[].gpuAcces": {"claims"}})
+	require.ErrorContains(t, err, "the allowed values name keys the schema does not have: tenants[].gpuAcces")
+	_, err = Reference(reference, nil)
+	require.NoError(t, err, "every key platform.AllowedValues names is in the schema")
+}

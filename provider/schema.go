@@ -22,9 +22,22 @@ const typePrefix = Name + ":index:"
 // from the config reference (docs/installation-configuration.md), whose rows must all name a property (a row for a key that does not exist
 // fails the generation).
 func Schema(reference []byte) ([]byte, error) {
-	docs, err := configReference(reference)
+	spec, _, err := packageSpec(reference)
 	if err != nil {
 		return nil, err
+	}
+	out, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
+}
+
+// packageSpec is the package schema Schema writes, and the config reference's rows it read.
+func packageSpec(reference []byte) (schema.PackageSpec, map[string]refRow, error) {
+	docs, err := configReference(reference)
+	if err != nil {
+		return schema.PackageSpec{}, nil, err
 	}
 	g := &generator{docs: docs, used: map[string]bool{}, types: map[string]schema.ComplexTypeSpec{}, names: typeNames()}
 	inputs := map[string]schema.PropertySpec{}
@@ -41,7 +54,7 @@ func Schema(reference []byte) ([]byte, error) {
 	}
 	if len(unused) > 0 {
 		sort.Strings(unused)
-		return nil, fmt.Errorf("the config reference documents keys the Platform does not have: %s", strings.Join(unused, ", "))
+		return schema.PackageSpec{}, nil, fmt.Errorf("the config reference documents keys the Platform does not have: %s", strings.Join(unused, ", "))
 	}
 	g.types[typePrefix+"TenantOutputs"] = schema.ComplexTypeSpec{ObjectTypeSpec: schema.ObjectTypeSpec{
 		Type:        "object",
@@ -86,16 +99,12 @@ func Schema(reference []byte) ([]byte, error) {
 			"python": schema.RawMessage(`{"packageName":"pulumi_gpu_tenancy"}`),
 		},
 	}
-	out, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(out, '\n'), nil
+	return spec, docs, nil
 }
 
 // generator walks the args' Go types into schema types.
 type generator struct {
-	docs  map[string]string
+	docs  map[string]refRow
 	used  map[string]bool
 	types map[string]schema.ComplexTypeSpec
 	names map[reflect.Type]string
@@ -116,7 +125,7 @@ func (g *generator) describe(path string) string {
 	if ok {
 		g.used[path] = true
 	}
-	return d
+	return withDefault(d.meaning, d.def)
 }
 
 func (g *generator) typeSpec(path string, types []reflect.Type) schema.TypeSpec {
@@ -238,10 +247,13 @@ var (
 	mapPart  = regexp.MustCompile(`<[a-z]+>`)
 )
 
-// configReference reads the config reference table into descriptions by key path: `gpuPools[].name`, a
-// map's entries as `tenants[].gpuQuota.<>`. A row naming several keys (`a.b.c` / `d`, or `a.b`, `c`) describes
-// siblings of the first: `a.b.c` and `a.b.d`.
-func configReference(doc []byte) (map[string]string, error) {
+// refRow is what the config reference says of one key: what it means and its default.
+type refRow struct{ meaning, def string }
+
+// configReference reads the config reference table by key path: `gpuPools[].name`, a map's entries as
+// `tenants[].gpuQuota.<>`. A row naming several keys (`a.b.c` / `d`, or `a.b`, `c`) describes siblings of the first:
+// `a.b.c` and `a.b.d`.
+func configReference(doc []byte) (map[string]refRow, error) {
 	text := string(doc)
 	start := strings.Index(text, "## Config reference")
 	if start < 0 {
@@ -251,7 +263,7 @@ func configReference(doc []byte) (map[string]string, error) {
 	if end := strings.Index(section[3:], "\n## "); end >= 0 {
 		section = section[:end+3]
 	}
-	docs := map[string]string{}
+	docs := map[string]refRow{}
 	for _, line := range strings.Split(section, "\n") {
 		if !strings.HasPrefix(line, "| `") {
 			continue
@@ -275,7 +287,7 @@ func configReference(doc []byte) (map[string]string, error) {
 			if i > 0 {
 				path = parent + k[1]
 			}
-			docs[path] = withDefault(meaning, defaults[min(i, len(defaults)-1)])
+			docs[path] = refRow{meaning: meaning, def: defaults[min(i, len(defaults)-1)]}
 		}
 	}
 	return docs, nil

@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"net/netip"
 	"slices"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
@@ -73,6 +74,10 @@ type Cluster struct {
 	// PlatformPool is whether the system pool is the platform's own (PlatformPoolTaint): the platform's pods then go
 	// there (PlatformPlacement) and the tenants' elsewhere.
 	PlatformPool bool
+	// PodCIDRs are the ranges the cluster gives its pods addresses from, where the stack knows them; every tenant's
+	// egress to the internet excludes them (tenancy.NetworkArgs.PodCIDRs). Empty where the network plugin's ipBlock
+	// never matches a pod (Cilium: GKE's Dataplane V2, Kapsule's default) or the operator has not said.
+	PodCIDRs []string
 	// ClaimStatusWriters are the users that allocate, reserve and release ResourceClaims on this cluster: its
 	// scheduler and resource-claim controller. No one else may write a claim's allocation.
 	ClaimStatusWriters []string
@@ -82,6 +87,23 @@ type Cluster struct {
 	Timeouts Timeouts
 	// Anchor is the cloud resource whose deletion removes every in-cluster object with it; nil for an existing cluster.
 	Anchor pulumi.Resource
+}
+
+// ServiceRanges are a cloud's Service address ranges for the clusters the program makes: the cloud's own default, which
+// a cluster made without a range of its own has, and the widest range the program derives when tenants need more.
+type ServiceRanges struct {
+	Default, Widest netip.Prefix
+}
+
+// ServiceRange is the Service address range a cloud cluster is made with; the cloud cannot change it afterwards, so a
+// new range replaces the cluster.
+type ServiceRange struct {
+	// CIDR is the range; "" keeps the cloud's default.
+	CIDR string
+	// Protect refuses a plan that replaces the cluster's control plane (a changed range does): set while the cluster
+	// holds tenants, unless the operator confirmed the replacement. The engine refuses to replace a resource that
+	// is protected before and after (pulumi/pulumi pkg/resource/deploy/step_generator.go generateStepsFromDiff, "unable to replace resource").
+	Protect bool
 }
 
 // ResourceOptions are the options an in-cluster component or resource takes: the cluster's provider (inherited by

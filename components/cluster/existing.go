@@ -36,6 +36,8 @@ type ExistingArgs struct {
 	// PlatformPoolTaint), and that the tenants' pods that need no GPU have untainted nodes of their own: the
 	// platform's pods go to the former (Cluster.PlatformPool).
 	PlatformPool bool `json:"platformPool"`
+	// PodCIDRs are the ranges the cluster gives its pods addresses from (Cluster.PodCIDRs).
+	PodCIDRs []string `json:"podCIDRs"`
 	// Kubeconfig reaches the cluster; it is stored as a secret whether or not it arrives as one.
 	Kubeconfig pulumi.StringInput `json:"-"`
 	// ClusterIdentifier is the cluster's identity when known (the caller reads it), so that a new address or CA in
@@ -70,10 +72,14 @@ func ExistingPoolContract(p ExistingPoolSpec) (GPUPool, bool) {
 	}), true
 }
 
-// Validate checks the pools (at poolsPath); the kubeconfig is the caller's to check, since it may come from a
-// secret rather than KubeconfigPath.
-func (a *ExistingArgs) Validate(poolsPath *field.Path) field.ErrorList {
+// Validate checks the block's own keys (at path) and the pools (at poolsPath); the kubeconfig is the caller's to
+// check, since it may come from a secret rather than KubeconfigPath.
+func (a *ExistingArgs) Validate(path, poolsPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	for i, c := range a.PodCIDRs {
+		errs = append(errs, fieldcheck.NarrowCIDR(path.Child("podCIDRs").Index(i), c,
+			"would take every address for the pods' and so block all of the tenants' egress")...)
+	}
 	names := make([]string, len(a.GPUPools))
 	for i, pool := range a.GPUPools {
 		pp := poolsPath.Index(i)
@@ -103,6 +109,7 @@ type ExistingCluster struct {
 	gpuPools     []GPUPool
 	driverRoot   string
 	platformPool bool
+	podCIDRs     []string
 }
 
 // NewExisting wraps an existing cluster in the cluster contract.
@@ -113,10 +120,10 @@ func NewExisting(ctx *pulumi.Context, name string, args *ExistingArgs, opts ...p
 	if args.Kubeconfig == nil {
 		return nil, errors.New("existing cluster: a kubeconfig is required")
 	}
-	if errs := args.Validate(field.NewPath("gpuPools")); len(errs) > 0 {
+	if errs := args.Validate(field.NewPath("existing"), field.NewPath("gpuPools")); len(errs) > 0 {
 		return nil, fmt.Errorf("existing cluster %q: %w", name, errs.ToAggregate())
 	}
-	comp := &ExistingCluster{driverRoot: args.DriverRoot, platformPool: args.PlatformPool}
+	comp := &ExistingCluster{driverRoot: args.DriverRoot, platformPool: args.PlatformPool, podCIDRs: slices.Clone(args.PodCIDRs)}
 	if comp.driverRoot == "" {
 		comp.driverRoot = HostDriverRoot
 	}
@@ -164,6 +171,7 @@ func (e *ExistingCluster) Contract() *Cluster {
 		GPUPools:           append([]GPUPool(nil), e.gpuPools...),
 		DriverRoot:         e.driverRoot,
 		PlatformPool:       e.platformPool,
+		PodCIDRs:           slices.Clone(e.podCIDRs),
 		ClaimStatusWriters: slices.Clone(StandardClaimStatusWriters),
 	}
 }

@@ -4,7 +4,11 @@
 // package links; this one stays free of it, so that the Platform can decode and check a GKE config anywhere.
 package gke
 
-import "github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+import (
+	"net/netip"
+
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
+)
 
 // ClusterArgs describe the cluster; a stack's `gke` block decodes into it and its `gpuPools` into GPUPools.
 type ClusterArgs struct {
@@ -24,6 +28,18 @@ type ClusterArgs struct {
 	// platform's own (cluster.PlatformPoolTaint); unset, tenants' pods share the system pool with the platform.
 	TenantPool *SystemPoolArgs `json:"tenantPool"`
 	GPUPools   []GPUPoolSpec   `json:"-"`
+	// ServiceRange is the cluster's Service range (ipAllocationPolicy.servicesIpv4CidrBlock), which the Platform sizes
+	// for its tenants.
+	ServiceRange cluster.ServiceRange `json:"-"`
+}
+
+// ServiceRanges: the range GKE gives Services of a Standard cluster made at 1.29 or later without one of its own
+// ("GKE assigns IP addresses for GKE Services from a GKE-managed range: 34.118.224.0/20 by default",
+// https://cloud.google.com/kubernetes-engine/docs/concepts/alias-ips#cluster_sizing), and the widest the program
+// derives, at kubeadm's usual Service address, outside the ranges of an auto-mode VPC's subnets (10.128.0.0/9).
+var ServiceRanges = cluster.ServiceRanges{
+	Default: netip.MustParsePrefix("34.118.224.0/20"),
+	Widest:  netip.MustParsePrefix("10.96.0.0/16"),
 }
 
 // SystemPoolArgs size an autoscaled pool without GPUs, the system pool or the tenant pool; empty fields take

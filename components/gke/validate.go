@@ -68,7 +68,7 @@ func (a *ClusterArgs) Validate(path, poolsPath *field.Path, now time.Time) field
 		errs = append(errs, validateLabelValue(pp.Child("name"), naming.CostPoolKey, pool.Name)...)
 		acc, ok := accelerators[pool.Accelerator]
 		if !ok {
-			errs = append(errs, fieldcheck.OneOf(pp.Child("accelerator"), pool.Accelerator, slices.Sorted(maps.Keys(accelerators))))
+			errs = append(errs, fieldcheck.OneOf(pp.Child("accelerator"), pool.Accelerator, Accelerators()))
 			continue
 		}
 		errs = append(errs, validateLabelValue(pp.Child("accelerator"), naming.CostGPUModelKey, acc.model.Key)...)
@@ -107,3 +107,6 @@ func validateMachine(pp *field.Path, pool GPUPoolSpec, acc accelerator) field.Er
 	}
 	return nil
 }
+
+// Accelerators are the accelerator types a GPU pool may name: the ones the accelerator table knows.
+func Accelerators() []string { return slices.Sorted(maps.Keys(accelerators)) }

@@ -59,6 +59,9 @@ type MonitoringArgs struct {
 	// ExtendedResourceNames are the extended-resource names the catalog's DeviceClasses carry, which the pending alert
 	// reads in pods' requests.
 	ExtendedResourceNames []string
+	// ServiceAddresses is how many addresses the cluster's Service range gives Services, which
+	// ServiceRangeNearlyFull weighs their use against; zero, when the platform does not know it, leaves that alert out.
+	ServiceAddresses int64
 	// Placement is where kube-state-metrics runs: the platform pool when the cluster has one
 	// (cluster.Cluster.PlatformPlacement).
 	Placement cluster.Placement
@@ -154,6 +157,7 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 	m := &Monitoring{Jobs: rules.JobsFor(cfg.Scope)}
 	params := cfg.Spec.params(m.Jobs)
 	params.Prices, params.DriverNamespace, params.ExtendedResourceNames = cfg.Prices, cfg.DriverNamespace, cfg.ExtendedResourceNames
+	params.ServiceAddresses = cfg.ServiceAddresses
 	m.Rules, m.Recordings = rules.Rules(params), rules.Recordings(params)
 	opts = append(opts, pulumi.Transformations([]pulumi.ResourceTransformation{outliveCluster}))
 	if err := ctx.RegisterComponentResource("gpu-tenancy:monitoring:Monitoring", name, m, opts...); err != nil {

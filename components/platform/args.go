@@ -158,6 +158,9 @@ type PlatformArgs struct {
 	// lostKubeconfigs are the tenants whose running vCluster's kubeconfig Secret is gone (liveCluster.lostKubeconfigs):
 	// their vClusters are not read this time.
 	lostKubeconfigs map[string]bool
+	// liveServiceAddresses is the size of an existing cluster's Service range, as this run's check read it
+	// (checkServiceRoom); zero when it did not.
+	liveServiceAddresses int64
 	// now is the day the cloud's Kubernetes version is checked against its end of support; zero is today (tests pin
 	// it).
 	now time.Time

@@ -427,6 +427,13 @@ func badConfigs() []badConfig {
 			"gpu-tenancy:tenants[0].vcluster.storageClass", "RFC 1123"},
 		{"driver root on a cloud", goodGKE, func(tc testConfig) { tc["existing"] = obj{"driverRoot": "/opt/nvidia"} }, nil,
 			"gpu-tenancy:existing.driverRoot", "not used on cloud gke"},
+		{"pod ranges on a cloud", goodGKE, func(tc testConfig) { tc["existing"] = obj{"podCIDRs": list{"10.244.0.0/16"}} }, nil,
+			"gpu-tenancy:existing.podCIDRs", "not used on cloud gke"},
+		{"existing pod range not a CIDR", goodExisting, func(tc testConfig) {
+			tc["existing"].(obj)["podCIDRs"] = list{"10.244.0.0/16", "10.244.0.0"}
+		}, nil, "gpu-tenancy:existing.podCIDRs[1]", "must be a CIDR"},
+		{"existing pod range of every address", goodExisting, func(tc testConfig) { tc["existing"].(obj)["podCIDRs"] = list{"::/0"} }, nil,
+			"gpu-tenancy:existing.podCIDRs[0]", "block all of the tenants' egress"},
 		{"class granted to no tenant", goodGKE, func(tc testConfig) {
 			at(tc, "tenants", 1)["classes"] = list{"gpu-whole"}
 			at(tc, "tenants", 1)["gpuQuota"] = obj{"gpu-whole": 1}

@@ -255,7 +255,7 @@ func (c *PlatformArgs) probeBuiltCluster(ctx *pulumi.Context, kubeconfig pulumi.
 			warn(fmt.Sprintf("not checking what the cluster does to tenant pods: %v", err))
 			return nil, nil
 		}
-		for _, w := range l.nodeExposures(goctx, c.platformPool()) {
+		for _, w := range l.nodeExposures(goctx, c.platformPool(), podRange{}) {
 			warn(w)
 		}
 		if err := c.checkServesExtendedResources(goctx, l, warn); err != nil {

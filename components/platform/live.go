@@ -3,6 +3,7 @@ package platform
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -347,15 +348,22 @@ var nodesResource = schema.GroupVersionResource{Version: "v1", Resource: "nodes"
 // dedicated pool without that pool's taint, where every tenant's pods can be scheduled next to that tenant's images
 // (the program taints the pools it builds; an existing cluster's nodes are the operator's to taint). Nodes the stack
 // cannot list are said too: the exposure is then not known.
-func (l *liveCluster) nodeExposures(ctx context.Context, platformPool bool) []string {
+//
+// podRange, where its key is set, is the pod ranges the stack gives (existing.podCIDRs): nodes whose pods get
+// addresses outside them are said, since every tenant's egress reaches those pods wherever the network plugin's ipBlock
+// matches pods (tenancy.NetworkArgs.PodCIDRs).
+func (l *liveCluster) nodeExposures(ctx context.Context, platformPool bool, podRange podRange) []string {
 	nodes, err := l.dyn.Resource(nodesResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return []string{fmt.Sprintf("not checking the nodes' kubelet versions and the taints of dedicated and platform pools "+
 			"(docs/threat-model.md, \"Shared nodes\"): %v", err)}
 	}
-	var old, untainted, platform []string
+	var old, untainted, platform, outside []string
 	platformNodes := 0
 	for _, n := range nodes.Items {
+		if podRange.key != "" {
+			outside = append(outside, podRange.outside(n)...)
+		}
 		version, _, _ := unstructured.NestedString(n.Object, "status", "nodeInfo", "kubeletVersion")
 		if v, err := utilversion.ParseGeneric(version); err == nil && v.LessThan(utilversion.MajorMinor(1, 35)) {
 			old = append(old, n.GetName()+" ("+version+")")
@@ -387,10 +395,46 @@ func (l *liveCluster) nodeExposures(ctx context.Context, platformPool bool) []st
 			"pods can be scheduled there, beside the platform's controllers: %s; taint them %s=true:NoSchedule "+
 			"(docs/threat-model.md, \"Cloud identity and node services\")", naming.PlatformPoolKey, firstFew(platform), naming.PlatformPoolKey))
 	}
+	if len(outside) > 0 {
+		given := strings.Join(podRange.cidrs, ", ")
+		if given == "" {
+			given = "none given"
+		}
+		out = append(out, fmt.Sprintf("nodes give their pods addresses outside %s (%s): %s; tenants' egress reaches those pods "+
+			"wherever the network plugin's ipBlock matches pods (kube-router, Calico; not Cilium), the pods of platform "+
+			"namespaces without an ingress policy of their own among them: list the ranges there (docs/threat-model.md, "+
+			"\"Cloud identity and node services\")", podRange.key, given, firstFew(outside)))
+	}
 	if platformPool && platformNodes == 0 && len(nodes.Items) > 0 {
 		out = append(out, fmt.Sprintf("the platform has a pool of its own, but no node is labelled %s=true: vCluster Platform, "+
 			"kube-state-metrics and the DRA driver's controller select such nodes and stay Pending until one is; label and taint "+
 			"the platform's nodes (docs/threat-model.md, \"Cloud identity and node services\")", naming.PlatformPoolKey))
+	}
+	return out
+}
+
+// podRange is the pod ranges a stack gives under key; an empty key checks none.
+type podRange struct {
+	key   string
+	cidrs []string
+}
+
+// outside lists the node's pod ranges (spec.podCIDRs, which a node without allocated ranges leaves empty) that lie
+// outside every range of r, as "<node> (<range>)".
+func (r podRange) outside(node unstructured.Unstructured) []string {
+	ranges, _, _ := unstructured.NestedStringSlice(node.Object, "spec", "podCIDRs")
+	var out []string
+	for _, raw := range ranges {
+		given, err := netip.ParsePrefix(raw)
+		if err != nil {
+			continue
+		}
+		if !slices.ContainsFunc(r.cidrs, func(c string) bool {
+			within, err := netip.ParsePrefix(c)
+			return err == nil && within.Bits() <= given.Bits() && within.Contains(given.Addr())
+		}) {
+			out = append(out, node.GetName()+" ("+raw+")")
+		}
 	}
 	return out
 }

@@ -458,7 +458,7 @@ func TestNodesLabelledWithoutTheirTaintAreSaid(t *testing.T) {
 			f.lists["/api/v1/nodes"] = []map[string]any{c.node}
 			l, err := connect(f.kubeconfig())
 			require.NoError(t, err)
-			got := strings.Join(l.nodeExposures(t.Context(), false), "\n")
+			got := strings.Join(l.nodeExposures(t.Context(), false, podRange{}), "\n")
 			if c.want == nil {
 				assert.Empty(t, got)
 				return
@@ -493,7 +493,7 @@ func TestAPlatformPoolWithoutNodesIsSaid(t *testing.T) {
 			f.lists["/api/v1/nodes"] = c.nodes
 			l, err := connect(f.kubeconfig())
 			require.NoError(t, err)
-			got := strings.Join(l.nodeExposures(t.Context(), c.platformPool), "\n")
+			got := strings.Join(l.nodeExposures(t.Context(), c.platformPool, podRange{}), "\n")
 			if !c.said {
 				assert.Empty(t, got)
 				return
@@ -530,7 +530,7 @@ func TestKubeletsOlderThan135AreSaid(t *testing.T) {
 			if strings.Contains(c.want, "not checking") {
 				f.server.Close()
 			}
-			got := strings.Join(l.nodeExposures(t.Context(), false), "\n")
+			got := strings.Join(l.nodeExposures(t.Context(), false, podRange{}), "\n")
 			if c.want == "" {
 				assert.Empty(t, got)
 				return
@@ -719,12 +719,57 @@ func TestTheTenantsServiceQuotasMustFitTheServiceRange(t *testing.T) {
 
 func TestAnOvercommitIsARatioFromOneToAHundred(t *testing.T) {
 	for ratio, ok := range map[float64]bool{0: true, 1: true, 2.5: true, 100: true, 0.5: false, 101: false} {
-		errs := ServiceRangeArgs{Overcommit: ratio}.Validate(ConfigKeys.Path(keyServiceRange))
+		errs := ServiceRangeArgs{Overcommit: ratio}.Validate(ConfigKeys.Path(keyServiceRange), false)
 		if ok {
 			assert.Empty(t, errs, "%g", ratio)
 		} else {
 			require.Len(t, errs, 1, "%g", ratio)
 			assert.Contains(t, errs[0].Error(), "gpu-tenancy:serviceRange.overcommit: Invalid value")
 		}
+	}
+}
+
+// An existing cluster's nodes whose pods get addresses outside existing.podCIDRs are said: tenants' egress excludes
+// only the ranges given, and reaches the others' pods wherever the network plugin's ipBlock matches pods.
+func TestNodePodRangesOutsideTheGivenOnesAreSaid(t *testing.T) {
+	node := func(name string, podCIDRs ...any) map[string]any {
+		return map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": name},
+			"spec": map[string]any{"podCIDRs": podCIDRs}, "status": map[string]any{"nodeInfo": map[string]any{"kubeletVersion": "v1.36.3"}}}
+	}
+	const key = "gpu-tenancy:existing.podCIDRs"
+	for name, c := range map[string]struct {
+		given []string
+		nodes []map[string]any
+		key   string
+		want  []string
+	}{
+		"every node within the given range": {[]string{"10.244.0.0/16"},
+			[]map[string]any{node("a", "10.244.0.0/24"), node("b", "10.244.1.0/24")}, key, nil},
+		"a node outside it": {[]string{"10.244.0.0/16"},
+			[]map[string]any{node("a", "10.244.0.0/24"), node("b", "10.245.0.0/24")}, key, []string{"b (10.245.0.0/24)", key, "10.244.0.0/16"}},
+		"a node's range wider than the given one": {[]string{"10.244.0.0/24"},
+			[]map[string]any{node("a", "10.244.0.0/16")}, key, []string{"a (10.244.0.0/16)"}},
+		"a dual-stack node with its IPv6 range given too": {[]string{"10.244.0.0/16", "fd00:10:244::/56"},
+			[]map[string]any{node("a", "10.244.0.0/24", "fd00:10:244::/64")}, key, nil},
+		"a dual-stack node without its IPv6 range": {[]string{"10.244.0.0/16"},
+			[]map[string]any{node("a", "10.244.0.0/24", "fd00:10:244::/64")}, key, []string{"a (fd00:10:244::/64)"}},
+		"no range given":                                  {nil, []map[string]any{node("a", "10.244.0.0/24")}, key, []string{"none given", "a (10.244.0.0/24)"}},
+		"nodes with no allocated range":                   {nil, []map[string]any{node("a")}, key, nil},
+		"a cloud cluster, whose ranges are the program's": {nil, []map[string]any{node("a", "10.244.0.0/24")}, "", nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			f.lists["/api/v1/nodes"] = c.nodes
+			l, err := connect(f.kubeconfig())
+			require.NoError(t, err)
+			got := strings.Join(l.nodeExposures(t.Context(), false, podRange{key: c.key, cidrs: c.given}), "\n")
+			if c.want == nil {
+				assert.Empty(t, got)
+				return
+			}
+			for _, w := range c.want {
+				assert.Contains(t, got, w)
+			}
+		})
 	}
 }

@@ -213,6 +213,7 @@ func (c *PlatformArgs) tenantShared(cl *cluster.Cluster) tenantShared {
 			CiliumAPIServerAccess: cl.Flavour == cluster.Scaleway && c.Scaleway.CNI == "cilium",
 			APIClientCIDRs:        c.VCluster.APIClientCIDRs,
 			APIClientPort:         vcluster.APIPort,
+			PodCIDRs:              cl.PodCIDRs,
 		},
 	}
 	if c.PlatformEnabled() {
@@ -284,7 +285,7 @@ func (c *PlatformArgs) checkLive(goctx context.Context, st stackInfo, kubeconfig
 		}
 		return "", err
 	}
-	for _, w := range l.nodeExposures(goctx, c.platformPool()) {
+	for _, w := range l.nodeExposures(goctx, c.platformPool(), c.podRange()) {
 		warn(w)
 	}
 	if c.TenantGroups > 0 {
@@ -429,7 +430,8 @@ func (c *PlatformArgs) monitoringArgs() monitoring.MonitoringArgs {
 		}
 	}
 	return monitoring.MonitoringArgs{Spec: c.Monitoring, Flavour: c.Cloud, Project: c.GKE.Project,
-		DriverNamespace: dra.DefaultNamespace, Prices: c.Prices, ExtendedResourceNames: names}
+		DriverNamespace: dra.DefaultNamespace, Prices: c.Prices, ExtendedResourceNames: names,
+		ServiceAddresses: c.serviceAddresses()}
 }
 
 // admissionArgs are the catalog's admission settings: the stack's, with the cluster's own claim status writers
@@ -529,9 +531,18 @@ func secretInput(s Secret) pulumi.StringInput {
 var cloudClusters = map[cluster.Flavour]struct {
 	name, what string
 	args       func(*PlatformArgs) any
+	ranges     cluster.ServiceRanges
 }{
-	cluster.GKE:      {"gke", "GKE", func(c *PlatformArgs) any { return &c.GKE }},
-	cluster.Scaleway: {"kapsule", "Kapsule", func(c *PlatformArgs) any { return &c.Scaleway }},
+	cluster.GKE: {"gke", "GKE", func(c *PlatformArgs) any {
+		args := c.GKE
+		args.ServiceRange, _ = c.clusterServiceRange(gke.ServiceRanges)
+		return &args
+	}, gke.ServiceRanges},
+	cluster.Scaleway: {"kapsule", "Kapsule", func(c *PlatformArgs) any {
+		args := c.Scaleway
+		args.ServiceRange, _ = c.clusterServiceRange(scaleway.ServiceRanges)
+		return &args
+	}, scaleway.ServiceRanges},
 }
 
 // exposures are what the config leaves open that a guard cannot close (docs/threat-model.md, "Shared nodes"), and a
@@ -562,6 +573,13 @@ func (c *PlatformArgs) exposures() []string {
 			"breaks out of its container reaches them and their credentials; set it to give the platform a pool of its own (docs/threat-model.md, \"Cloud identity and node services\")",
 			c.Keys.Path(key)))
 	}
+	if cloud, ok := cloudClusters[c.Cloud]; ok {
+		for _, w := range []string{c.sizedRangeSaid(cloud.ranges), c.overcommitSaid(c.cloudServiceRange(cloud.ranges).String(), c.serviceAddresses())} {
+			if w != "" {
+				said = append(said, w)
+			}
+		}
+	}
 	if c.Cloud == cluster.Scaleway && c.Scaleway.WithDefaults().CNI == "calico" {
 		var open []string
 		for _, t := range c.Tenants {
@@ -579,6 +597,15 @@ func (c *PlatformArgs) exposures() []string {
 		}
 	}
 	return said
+}
+
+// podRange is the pod ranges the stack gives for an existing cluster, which the nodes are checked against; a cloud
+// cluster's are the program's own (cluster.Cluster.PodCIDRs).
+func (c *PlatformArgs) podRange() podRange {
+	if c.Cloud != cluster.Existing {
+		return podRange{}
+	}
+	return podRange{key: c.Keys.Path(keyExisting).Child("podCIDRs").String(), cidrs: c.Existing.PodCIDRs}
 }
 
 // newCluster creates the cluster of the args' flavour: a cloud cluster with the builder its package registered (there

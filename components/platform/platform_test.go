@@ -269,6 +269,24 @@ func TestAPIClientCIDRsReachEveryTenantsVClusterAPIOnly(t *testing.T) {
 	assert.Error(t, err, "no client outside the cluster is admitted unless listed")
 }
 
+// An existing cluster's pod ranges (existing.podCIDRs) leave every tenant's internet egress, so that no tenant pod
+// reaches another namespace's pods through it where the network plugin's ipBlock matches pods, as the local stack's
+// does (tests/nodes sends the packets).
+func TestThePodRangesLeaveEveryTenantsEgress(t *testing.T) {
+	override := localOverride(t)
+	override["gpu-tenancy:existing"] = strings.TrimSuffix(override["gpu-tenancy:existing"], "}") + `,"podCIDRs":["10.244.0.0/16"]}`
+	rec, err := runStack(t, "local", override)
+	require.NoError(t, err)
+	for _, tenant := range []string{"legal-ai", "research-ai"} {
+		np, err := rec.Get("kubernetes:networking.k8s.io/v1:NetworkPolicy", tenant+"-allow-egress-internet")
+		require.NoError(t, err, tenant)
+		to := np.Inputs.Mappable()["spec"].(map[string]any)["egress"].([]any)[0].(map[string]any)["to"].([]any)
+		except := to[0].(map[string]any)["ipBlock"].(map[string]any)["except"]
+		assert.Contains(t, except, "10.244.0.0/16", tenant)
+		assert.Contains(t, except, "169.254.169.254/32", tenant)
+	}
+}
+
 // A pool dedicated to a tenant reaches every part that must know: its node pool's taint (the cloud's tests), the
 // tenant's vCluster (its pods tolerate that taint and select those nodes), and no other tenant's vCluster.
 func TestADedicatedPoolIsItsTenantsOnly(t *testing.T) {

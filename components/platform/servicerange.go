@@ -3,10 +3,13 @@ package platform
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/servicerange"
+	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,16 +27,114 @@ type ServiceRangeArgs struct {
 	// Overcommit is how many times the range's room the tenants' Service quotas may add up to: 1, the default, refuses
 	// quotas that could fill it together; more says, deliberately, that not every tenant fills its quota.
 	Overcommit float64 `json:"overcommit"`
+	// CIDR is the Service range a cloud cluster is made with; unset, the cloud's own while it holds the tenants'
+	// quotas, else one sized for twice them (servicerange.Sized). The cloud cannot change it afterwards: a new range
+	// replaces the cluster.
+	CIDR string `json:"cidr"`
+	// ReplaceCluster confirms a plan that replaces the cloud cluster while it holds tenants, as a new range does:
+	// without it, the cluster is protected and such a preview is refused.
+	ReplaceCluster bool `json:"replaceCluster"`
 }
 
 // maxOvercommit bounds the ratio: beyond it a quota means nothing.
 const maxOvercommit = 100
 
-// Validate checks the ratio.
-func (s ServiceRangeArgs) Validate(path *field.Path) field.ErrorList {
+// Validate checks the ratio and the range, which only a cloud cluster the program makes takes (onCloud).
+func (s ServiceRangeArgs) Validate(path *field.Path, onCloud bool) field.ErrorList {
+	var errs field.ErrorList
 	if s.Overcommit != 0 && (s.Overcommit < 1 || s.Overcommit > maxOvercommit) {
-		return field.ErrorList{field.Invalid(path.Child("overcommit"), s.Overcommit,
-			fmt.Sprintf("must be at least 1 (the quotas fit the range) and at most %d", maxOvercommit))}
+		errs = append(errs, field.Invalid(path.Child("overcommit"), s.Overcommit,
+			fmt.Sprintf("must be at least 1 (the quotas fit the range) and at most %d", maxOvercommit)))
+	}
+	for key, set := range map[string]bool{"cidr": s.CIDR != "", "replaceCluster": s.ReplaceCluster} {
+		if set && !onCloud {
+			errs = append(errs, field.Forbidden(path.Child(key), "is for a cluster the program makes: an existing cluster's "+
+				"range is read from its ServiceCIDRs, and a further ServiceCIDR widens it"))
+		}
+	}
+	if s.CIDR != "" && onCloud {
+		if e := fieldcheck.CIDR(path.Child("cidr"), s.CIDR); len(e) > 0 {
+			errs = append(errs, e...)
+		} else if !netip.MustParsePrefix(s.CIDR).Addr().Is4() {
+			errs = append(errs, field.Invalid(path.Child("cidr"), s.CIDR, "must be an IPv4 range: the clouds take one for Services"))
+		}
+	}
+	return errs
+}
+
+// clusterServiceRange is the Service range of the cloud cluster, for ranges, the cloud's: the stack's own, or the
+// one sized for the tenants' quotas, "" where the cloud's own default holds them; fits is false when no range up to
+// the widest holds twice them. The cluster is protected while it holds tenants, unless the operator confirmed its replacement.
+func (c *PlatformArgs) clusterServiceRange(ranges cluster.ServiceRanges) (r cluster.ServiceRange, fits bool) {
+	r.Protect = len(c.Tenants) > 0 && !c.ServiceRange.ReplaceCluster
+	if c.ServiceRange.CIDR != "" {
+		r.CIDR = c.ServiceRange.CIDR
+		return r, true
+	}
+	sized, fits := servicerange.Sized(c.serviceQuotas(), ranges.Default, ranges.Widest)
+	if sized != ranges.Default {
+		r.CIDR = sized.String()
+	}
+	return r, fits
+}
+
+// serviceAddresses is how many addresses the cluster's Service range gives Services: the range a cloud cluster is
+// made with (or was: the cloud keeps it), or what an existing cluster's ServiceCIDRs said to this run's check; zero
+// when neither is known.
+func (c *PlatformArgs) serviceAddresses() int64 {
+	cloud, ok := cloudClusters[c.Cloud]
+	if !ok {
+		return c.liveServiceAddresses
+	}
+	return servicerange.Addresses(c.cloudServiceRange(cloud.ranges))
+}
+
+// cloudServiceRange is the range the cloud cluster is made with: its own, or the cloud's default.
+func (c *PlatformArgs) cloudServiceRange(ranges cluster.ServiceRanges) netip.Prefix {
+	if r, _ := c.clusterServiceRange(ranges); r.CIDR != "" {
+		return netip.MustParsePrefix(r.CIDR)
+	}
+	return ranges.Default
+}
+
+// serviceQuotas is what the tenants' Service quotas add up to.
+func (c *PlatformArgs) serviceQuotas() int64 {
+	var quotas int64
+	for _, t := range c.Tenants {
+		quotas += int64(t.ObjectQuota["services"])
+	}
+	return quotas
+}
+
+// sizedRangeSaid is what a preview says when the tenants' quotas outgrow the cloud's own range and the program sizes
+// one for them: a cluster made before with the cloud's range would be replaced; "" otherwise.
+func (c *PlatformArgs) sizedRangeSaid(ranges cluster.ServiceRanges) string {
+	r, _ := c.clusterServiceRange(ranges)
+	if c.ServiceRange.CIDR != "" || r.CIDR == "" {
+		return ""
+	}
+	return fmt.Sprintf("the tenants' Service quotas (%s) add up to %d, more than the cloud's own Service range %s can "+
+		"promise (%d): a new cluster is made with %s, twice their room; a cluster made before with the cloud's range "+
+		"would be replaced, which is refused while it holds tenants unless %s is set: lower the quotas to keep it",
+		c.quotaKey(), c.serviceQuotas(), ranges.Default, servicerange.Promisable(servicerange.Addresses(ranges.Default)),
+		r.CIDR, c.Keys.Path(keyServiceRange).Child("replaceCluster"))
+}
+
+// validateCloudServiceRoom weighs the tenants' Service quotas against the range the cloud cluster is made with (or
+// has: the program cannot read it before the cluster answers, and the cloud keeps the range it was made with), as
+// checkServiceRoom does an existing cluster's, with nothing held outside their namespaces yet.
+func validateCloudServiceRoom(c *PlatformArgs, ranges cluster.ServiceRanges) field.ErrorList {
+	_, fits := c.clusterServiceRange(ranges)
+	cidr := c.cloudServiceRange(ranges)
+	cidrKey := c.Keys.Path(keyServiceRange).Child("cidr")
+	widen := fmt.Sprintf("set %s to a wider range (which replaces a cluster that holds tenants: set %s too)", cidrKey,
+		c.Keys.Path(keyServiceRange).Child("replaceCluster"))
+	if c.ServiceRange.CIDR == "" && !fits {
+		widen = fmt.Sprintf("no range up to %s, the widest the program gives a cluster, holds them; set %s to a wider "+
+			"range of your own", ranges.Widest, cidrKey)
+	}
+	if problem := c.weighServiceRoom(cidr.String(), servicerange.Addresses(cidr), 0, widen); problem != "" {
+		return field.ErrorList{field.Invalid(c.Keys.Path(keyTenants), counted(int64(len(c.Tenants)), "tenant"), problem)}
 	}
 	return nil
 }
@@ -44,11 +145,6 @@ func (s ServiceRangeArgs) ratio() float64 {
 	}
 	return s.Overcommit
 }
-
-// serviceRangeReserve is the share of the range no quota may promise: the platform's own Services (vCluster
-// Platform, kube-state-metrics, the DRA driver's) before they exist, and the cluster's Services created after the
-// check.
-const serviceRangeReserve = 0.1
 
 var (
 	serviceCIDRsResource = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "servicecidrs"}
@@ -95,41 +191,62 @@ func fromUnstructured[T any](list *unstructured.UnstructuredList, out *[]T) erro
 // when the operator set one, and that the range could not be checked when the cluster does not say it.
 func (l *liveCluster) checkServiceRoom(ctx context.Context, c *PlatformArgs, warn func(string)) error {
 	namespaces := map[string]bool{}
-	var quotas int64
 	for _, t := range c.Tenants {
 		namespaces[naming.Namespace(t.Name)] = true
-		quotas += int64(t.ObjectQuota["services"])
 	}
 	room, err := l.serviceRoom(ctx)
 	if err != nil {
 		return err
 	}
-	ratioKey := c.Keys.Path(keyServiceRange).Child("overcommit")
 	if room == nil {
 		warn(fmt.Sprintf("the cluster's Service range could not be checked against the tenants' Service quotas: it serves "+
-			"no ServiceCIDR (networking.k8s.io/v1, Kubernetes 1.33 or later); check that %s together fit it", c.Keys.Path(keyTenants).Key("*").Child("objectQuota").Key("services")))
+			"no ServiceCIDR (networking.k8s.io/v1, Kubernetes 1.33 or later); check that %s together fit it", c.quotaKey()))
 		return nil
 	}
-	ratio := c.ServiceRange.ratio()
-	elsewhere := room.UsedOutside(namespaces)
-	promisable := int64(float64(room.Size) * (1 - serviceRangeReserve))
-	budget := int64(float64(promisable-elsewhere) * ratio)
-	demand := fmt.Sprintf("the tenants' Service quotas (%s) add up to %d for %s, and the cluster holds %s outside "+
-		"their namespaces", c.Keys.Path(keyTenants).Key("*").Child("objectQuota").Key("services"), quotas,
-		counted(int64(len(c.Tenants)), "tenant"), counted(elsewhere, "Service address"))
-	rangeSays := fmt.Sprintf("the Service range %s holds %d addresses, of which %d may be promised (%.0f%% kept free)",
-		strings.Join(room.CIDRs, ", "), room.Size, promisable, serviceRangeReserve*100)
-	if quotas > budget {
-		return fmt.Errorf("%s: %s, but %s, times %s %g: %d. A tenant that filled its quota would make other tenants' "+
-			"Services and vClusters fail. Lower the quotas, widen the range (a further ServiceCIDR), or set %s above %g "+
-			"to say that not every tenant fills its quota", c.Keys.Path(keyTenants), demand, rangeSays, ratioKey, ratio,
-			budget, ratioKey, ratio)
+	c.liveServiceAddresses = room.Size
+	problem := c.weighServiceRoom(strings.Join(room.CIDRs, ", "), room.Size, room.UsedOutside(namespaces), "widen the range (a further ServiceCIDR)")
+	if problem != "" {
+		return fmt.Errorf("%s: %s", c.Keys.Path(keyTenants), problem)
 	}
-	if ratio != 1 {
-		warn(fmt.Sprintf("%s is %g: %s, and %s; the quotas may add up to %g times the room left, so a tenant that fills "+
-			"its quota can make another tenant's Service or vCluster fail", ratioKey, ratio, demand, rangeSays, ratio))
+	if said := c.overcommitSaid(strings.Join(room.CIDRs, ", "), room.Size); said != "" {
+		warn(said)
 	}
 	return nil
+}
+
+func (c *PlatformArgs) quotaKey() *field.Path {
+	return c.Keys.Path(keyTenants).Key("*").Child("objectQuota").Key("services")
+}
+
+// weighServiceRoom says why the tenants' Service quotas do not fit a range of size addresses (cidrs) of which
+// elsewhere are held outside their namespaces, less the reserve, times serviceRange.overcommit; "" when they do.
+// widen says how the range grows.
+func (c *PlatformArgs) weighServiceRoom(cidrs string, size, elsewhere int64, widen string) string {
+	ratioKey, ratio := c.Keys.Path(keyServiceRange).Child("overcommit"), c.ServiceRange.ratio()
+	quotas := c.serviceQuotas()
+	promisable := servicerange.Promisable(size)
+	budget := int64(float64(promisable-elsewhere) * ratio)
+	if quotas <= budget {
+		return ""
+	}
+	return fmt.Sprintf("the tenants' Service quotas (%s) add up to %d for %s, and the cluster holds %s outside their "+
+		"namespaces, but the Service range %s holds %d addresses, of which %d may be promised (%.0f%% kept free), times "+
+		"%s %g: %d. A tenant that filled its quota would make other tenants' Services and vClusters fail. Lower the "+
+		"quotas, %s, or set %s above %g to say that not every tenant fills its quota", c.quotaKey(), quotas,
+		counted(int64(len(c.Tenants)), "tenant"), counted(elsewhere, "Service address"), cidrs, size, promisable,
+		servicerange.Reserve*100, ratioKey, ratio, budget, widen, ratioKey, ratio)
+}
+
+// overcommitSaid is what a preview says of an overcommit the operator set, for a range of size addresses (cidrs);
+// "" for none.
+func (c *PlatformArgs) overcommitSaid(cidrs string, size int64) string {
+	if ratio := c.ServiceRange.ratio(); ratio != 1 {
+		return fmt.Sprintf("%s is %g: the tenants' Service quotas (%s) add up to %d for %s, and the Service range %s holds "+
+			"%d addresses; the quotas may add up to %g times the room it leaves them, so a tenant that fills its quota can "+
+			"make another tenant's Service or vCluster fail", c.Keys.Path(keyServiceRange).Child("overcommit"), ratio,
+			c.quotaKey(), c.serviceQuotas(), counted(int64(len(c.Tenants)), "tenant"), cidrs, size, ratio)
+	}
+	return ""
 }
 
 // counted is n things, in the plural but for one.

@@ -33,11 +33,15 @@ func (c *PlatformArgs) Validate() field.ErrorList {
 		errs = append(errs, c.Scaleway.Validate(path(keyScaleway), path(keyGPUPools), c.today())...)
 	case cluster.Existing:
 		errs = append(errs, validateKubeconfigSource(c, path)...)
-		errs = append(errs, c.Existing.Validate(path(keyGPUPools))...)
+		errs = append(errs, c.Existing.Validate(path(keyExisting), path(keyGPUPools))...)
 	}
 	if c.Cloud != cluster.Existing && c.Existing.DriverRoot != "" {
 		errs = append(errs, field.Forbidden(path(keyExisting).Child("driverRoot"),
 			fmt.Sprintf("is not used on cloud %s (given %s)", c.Cloud, c.Existing.DriverRoot)))
+	}
+	if c.Cloud != cluster.Existing && len(c.Existing.PodCIDRs) > 0 {
+		errs = append(errs, field.Forbidden(path(keyExisting).Child("podCIDRs"),
+			fmt.Sprintf("is not used on cloud %s (given %s)", c.Cloud, strings.Join(c.Existing.PodCIDRs, ", "))))
 	}
 	errs = append(errs, tenancy.ValidateClasses(path(keyGPUClasses), c.GPUClasses)...)
 	errs = append(errs, tenancy.ValidateClassOwners(path(keyGPUClasses), c.GPUClasses, c.Grants())...)
@@ -71,7 +75,12 @@ func (c *PlatformArgs) Validate() field.ErrorList {
 	errs = append(errs, validateParts(c, path)...)
 	errs = append(errs, c.Ownership.Validate(path(keyOwnership))...)
 	errs = append(errs, c.Timeouts.Validate(path(keyTimeouts))...)
-	errs = append(errs, c.ServiceRange.Validate(path(keyServiceRange))...)
+	cloud, onCloud := cloudClusters[c.Cloud]
+	rangeErrs := c.ServiceRange.Validate(path(keyServiceRange), onCloud)
+	errs = append(errs, rangeErrs...)
+	if onCloud && len(rangeErrs) == 0 {
+		errs = append(errs, validateCloudServiceRoom(c, cloud.ranges)...)
+	}
 	errs = append(errs, c.Prices.Validate(path(keyPrices), c.ClassNames())...)
 	return errs
 }

@@ -6,6 +6,7 @@
 package scaleway
 
 import (
+	"net/netip"
 	"strings"
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
@@ -30,6 +31,17 @@ type ClusterArgs struct {
 	// platform's own (cluster.PlatformPoolTaint); unset, tenants' pods share the system pool with the platform.
 	TenantPool *SystemPoolArgs `json:"tenantPool"`
 	GPUPools   []GPUPoolSpec   `json:"-"`
+	// ServiceRange is the cluster's Service range (Kapsule's serviceCidr), which the Platform sizes for its tenants.
+	ServiceRange cluster.ServiceRange `json:"-"`
+}
+
+// ServiceRanges: Kapsule's default serviceCidr, which the provider writes into a cluster made without one
+// (scaleway/terraform-provider-scaleway v2.79.0, which pulumi-scaleway v1.53.0 builds on,
+// internal/services/k8s/cluster.go NetworkingDefaultValues: pod_cidr 100.64.0.0/15, service_cidr 10.32.0.0/20), and
+// the widest the program derives, from the same address, clear of the pod range.
+var ServiceRanges = cluster.ServiceRanges{
+	Default: netip.MustParsePrefix("10.32.0.0/20"),
+	Widest:  netip.MustParsePrefix("10.32.0.0/16"),
 }
 
 // AutoUpgradeArgs configure patch upgrades of the control plane.

@@ -15,7 +15,8 @@ import (
 // CNIs are the CNIs Kapsule offers (scaleway/docs-content pages/kubernetes/reference-content/version-support-policy.mdx).
 var CNIs = []string{"cilium", "calico"}
 
-var weekdays = []string{"any", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
+// MaintenanceDays are the days an auto-upgrade maintenance window may start on.
+var MaintenanceDays = []string{"any", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
 
 // VersionCheck checks the cluster's Kubernetes version (the cluster's block at path) against Kapsule's support table
 // on day now.
@@ -44,8 +45,8 @@ func (a *ClusterArgs) Validate(path, poolsPath *field.Path, now time.Time) field
 	if e := fieldcheck.OneOf(path.Child("cni"), a.CNI, CNIs); e != nil {
 		errs = append(errs, e)
 	}
-	if d := a.AutoUpgrade.MaintenanceWindowDay; d != "" && !slices.Contains(weekdays, d) {
-		errs = append(errs, field.NotSupported(path.Child("autoUpgrade", "maintenanceWindowDay"), d, weekdays))
+	if d := a.AutoUpgrade.MaintenanceWindowDay; d != "" && !slices.Contains(MaintenanceDays, d) {
+		errs = append(errs, field.NotSupported(path.Child("autoUpgrade", "maintenanceWindowDay"), d, MaintenanceDays))
 	}
 	if h := a.AutoUpgrade.MaintenanceWindowStartHour; h != nil && (*h < 0 || *h > 23) {
 		errs = append(errs, field.Invalid(path.Child("autoUpgrade", "maintenanceWindowStartHour"), *h, "must be an hour from 0 to 23"))
@@ -65,7 +66,7 @@ func (a *ClusterArgs) Validate(path, poolsPath *field.Path, now time.Time) field
 		errs = append(errs, validateTagValue(pp.Child("name"), naming.CostPoolKey, pool.Name)...)
 		nt, ok := nodeTypes[pool.NodeType]
 		if !ok {
-			errs = append(errs, fieldcheck.OneOf(pp.Child("nodeType"), pool.NodeType, slices.Sorted(maps.Keys(nodeTypes))))
+			errs = append(errs, fieldcheck.OneOf(pp.Child("nodeType"), pool.NodeType, NodeTypes()))
 			continue
 		}
 		errs = append(errs, validateTagValue(pp.Child("nodeType"), naming.CostGPUModelKey, nt.model.Key)...)
@@ -76,3 +77,6 @@ func (a *ClusterArgs) Validate(path, poolsPath *field.Path, now time.Time) field
 	}
 	return append(errs, fieldcheck.UniqueNames(poolsPath, names)...)
 }
+
+// NodeTypes are the node types a GPU pool may name: the ones the node-type table knows.
+func NodeTypes() []string { return slices.Sorted(maps.Keys(nodeTypes)) }

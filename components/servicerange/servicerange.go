@@ -96,6 +96,34 @@ func Addresses(p netip.Prefix) int64 {
 	return max(n-1, 0)
 }
 
+// Reserve is the share of a range no quota may promise: the platform's own Services (vCluster Platform,
+// kube-state-metrics, the DRA driver's) before they exist, and the cluster's Services created after a check.
+const Reserve = 0.1
+
+// Promisable is how many of size addresses the tenants' Service quotas may promise: all but the Reserve.
+func Promisable(size int64) int64 { return int64(float64(size) * (1 - Reserve)) }
+
+// Growth is how many times the tenants' Service quotas a range sized for them can promise: room for as many
+// tenants again before the cluster, whose range cannot change, must be replaced.
+const Growth = 2
+
+// Sized is the range a new cluster is made with for tenants whose Service quotas add up to need: def, the cloud's own
+// default, while it can promise need, so that a cluster made before keeps its range as long as its tenants fit it;
+// else the narrowest range at widest's address that can promise Growth times need, no wider than widest; false when
+// not even widest can.
+func Sized(need int64, def, widest netip.Prefix) (netip.Prefix, bool) {
+	if Promisable(Addresses(def)) >= need {
+		return def, true
+	}
+	want := addSaturating(need, need*(Growth-1))
+	for bits := def.Bits(); bits >= widest.Bits(); bits-- {
+		if p := netip.PrefixFrom(widest.Addr(), bits).Masked(); Promisable(Addresses(p)) >= want {
+			return p, true
+		}
+	}
+	return widest, false
+}
+
 func addSaturating(a, b int64) int64 {
 	if a > math.MaxInt64-b {
 		return math.MaxInt64

@@ -58,3 +58,32 @@ func TestTheRoomIsTheDefaultRangesFamily(t *testing.T) {
 	assert.Equal(t, int64(1), room.UsedOutside(map[string]bool{"vcluster-a": true}))
 	assert.Equal(t, int64(3), room.UsedTotal())
 }
+
+// A range keeps the cloud's own while it holds the tenants' quotas, less the reserve, so that a cluster made before
+// keeps its range as long as its tenants fit; past it, the narrowest range at the widest range's address that holds
+// twice the quotas, never wider than it.
+func TestARangeIsSizedForTheQuotas(t *testing.T) {
+	def, widest := netip.MustParsePrefix("10.32.0.0/20"), netip.MustParsePrefix("10.32.0.0/16")
+	for _, tc := range []struct {
+		name string
+		need int64
+		want string
+		fits bool
+	}{
+		{"no tenants keep the cloud's range", 0, "10.32.0.0/20", true},
+		{"quotas just within the cloud's range keep it", 3684, "10.32.0.0/20", true}, // 4094 × 0.9
+		{"one more gets twice its room", 3685, "10.32.0.0/19", true},                 // 8190 × 0.9 = 7371 ≥ 2 × 3685
+		{"a thousand tenants at the default 20", 20000, "10.32.0.0/16", true},        // 2 × 20000 > 32766 × 0.9
+		{"the widest range at its edge", 29490, "10.32.0.0/16", true},                // 65534 × 0.9 = 58980
+		{"past the widest range", 29491, "10.32.0.0/16", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, fits := Sized(tc.need, def, widest)
+			assert.Equal(t, tc.want, got.String())
+			assert.Equal(t, tc.fits, fits)
+		})
+	}
+	got, fits := Sized(5000, netip.MustParsePrefix("34.118.224.0/20"), netip.MustParsePrefix("10.96.0.0/16"))
+	assert.True(t, fits)
+	assert.Equal(t, "10.96.0.0/18", got.String(), "a range of its own at the widest's address, where the cloud's default lies elsewhere")
+}

@@ -77,6 +77,13 @@ type NetworkArgs struct {
 	APIServerCIDRs []string
 	// APIServerPorts default to DefaultAPIServerPorts.
 	APIServerPorts []int
+	// PodCIDRs are the cluster's pod ranges, which every tenant's egress to the internet excludes: whether an ipBlock
+	// matches pod addresses is the network plugin's choice (kube-router's and Calico's do; Cilium's never), and where
+	// it does, 0.0.0.0/0 reaches the pods of every namespace that admits ingress from anywhere, a platform namespace
+	// without a policy of its own among them. With them excluded a tenant's pods reach, inside the cluster, their own
+	// namespace, DNS and the API server only, whichever plugin enforces (docs/threat-model.md, "Cloud identity and
+	// node services").
+	PodCIDRs []string
 	// IngressFromNamespaces may reach the tenant's pods, for example the vCluster Platform's namespace that proxies
 	// to the vCluster API, or an ingress controller's.
 	IngressFromNamespaces []string
@@ -113,6 +120,9 @@ func (n NetworkArgs) Validate(path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(path.Child("apiServerPorts").Index(i), p, "must be a port between 1 and 65535"))
 		}
 	}
+	for i, c := range n.PodCIDRs {
+		errs = append(errs, validateBlockedCIDR(path.Child("podCIDRs").Index(i), c)...)
+	}
 	for i, ns := range n.IngressFromNamespaces {
 		errs = append(errs, fieldcheck.DNSLabel(path.Child("ingressFromNamespaces").Index(i), ns, validation.DNS1123LabelMaxLength)...)
 	}
@@ -133,10 +143,12 @@ func (n NetworkArgs) policyConfig(blocked []string) networkConfig {
 	if len(cfg.apiServerPorts) == 0 {
 		cfg.apiServerPorts = DefaultAPIServerPorts
 	}
-	for i, c := range append(slices.Clone(MetadataCIDRs), blocked...) {
-		if i >= len(MetadataCIDRs) && slices.Contains(MetadataCIDRs, c) {
+	seen := map[string]bool{}
+	for _, c := range slices.Concat(MetadataCIDRs, n.PodCIDRs, blocked) {
+		if seen[c] {
 			continue
 		}
+		seen[c] = true
 		if netip.MustParsePrefix(c).Addr().Is4() {
 			cfg.blockedV4 = append(cfg.blockedV4, c)
 		} else {
@@ -149,13 +161,7 @@ func (n NetworkArgs) policyConfig(blocked []string) networkConfig {
 // validateBlockedCIDR is fieldcheck.CIDR plus: ipBlock.except must lie strictly inside the allowed range, so a /0
 // cannot be blocked.
 func validateBlockedCIDR(path *field.Path, c string) field.ErrorList {
-	if errs := fieldcheck.CIDR(path, c); len(errs) > 0 {
-		return errs
-	}
-	if netip.MustParsePrefix(c).Bits() == 0 {
-		return field.ErrorList{field.Invalid(path, c, "would block all egress")}
-	}
-	return nil
+	return fieldcheck.NarrowCIDR(path, c, "would block all egress")
 }
 
 type networkPolicy struct {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func networkPoliciesOf(t *testing.T, network NetworkArgs, blocked ...string) (map[string]*networkingv1.NetworkPolicy, *mocktest.Recorder) {
@@ -110,6 +111,24 @@ func TestNetworkPoliciesBlockedEgressSplitByFamily(t *testing.T) {
 	blocks := ipBlocks(t, nps["allow-egress-internet"])
 	assert.Equal(t, append(v4Metadata(), "10.0.0.0/8"), blocks["0.0.0.0/0"])
 	assert.Equal(t, append(v6Metadata(), "fd12::/16"), blocks["::/0"], "a metadata address given again is listed once")
+}
+
+// The cluster's pod ranges leave every tenant's internet egress, besides the metadata endpoints and before the
+// tenant's own blocked ranges, each listed once.
+func TestNetworkPoliciesPodRangesLeaveInternetEgress(t *testing.T) {
+	nps, _ := networkPoliciesOf(t, NetworkArgs{PodCIDRs: []string{"10.244.0.0/16", "fd00:10:244::/56"}}, "10.244.0.0/16", "192.168.0.0/16")
+	blocks := ipBlocks(t, nps["allow-egress-internet"])
+	assert.Equal(t, append(v4Metadata(), "10.244.0.0/16", "192.168.0.0/16"), blocks["0.0.0.0/0"])
+	assert.Equal(t, append(v6Metadata(), "fd00:10:244::/56"), blocks["::/0"])
+}
+
+func TestNetworkArgsRefusesAPodRangeOfEverything(t *testing.T) {
+	errs := NetworkArgs{PodCIDRs: []string{"10.244.0.0/16", "0.0.0.0/0", "10.1.0.1/16"}}.Validate(field.NewPath("network"))
+	require.Len(t, errs, 2)
+	assert.Equal(t, "network.podCIDRs[1]", errs[0].Field)
+	assert.Contains(t, errs[0].Error(), "would block all egress")
+	assert.Equal(t, "network.podCIDRs[2]", errs[1].Field)
+	assert.Contains(t, errs[1].Error(), "host bits")
 }
 
 func v4Metadata() []string {

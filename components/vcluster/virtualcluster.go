@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -186,12 +185,8 @@ func (s Settings) Validate(path *field.Path) field.ErrorList {
 		errs = append(errs, validateServer(path.Child("kubeconfigServer"), s.KubeconfigServer, TenantPlaceholder)...)
 	}
 	for i, c := range s.APIClientCIDRs {
-		p := path.Child("apiClientCIDRs").Index(i)
-		if e := fieldcheck.CIDR(p, c); len(e) > 0 {
-			errs = append(errs, e...)
-		} else if netip.MustParsePrefix(c).Bits() == 0 {
-			errs = append(errs, field.Invalid(p, c, "admits every address, other tenants' pods among them; list the clients' own ranges"))
-		}
+		errs = append(errs, fieldcheck.NarrowCIDR(path.Child("apiClientCIDRs").Index(i), c,
+			"admits every address, other tenants' pods among them; list the clients' own ranges")...)
 	}
 	errs = append(errs, s.GPUAccess.Validate(path.Child("gpuAccess"))...)
 	return append(errs, s.Images.Validate(path.Child("images"))...)

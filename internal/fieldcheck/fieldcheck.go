@@ -76,6 +76,17 @@ func CIDR(p *field.Path, c string) field.ErrorList {
 	return nil
 }
 
+// NarrowCIDR is CIDR for a range that may not hold every address: whole says why a /0 is refused.
+func NarrowCIDR(p *field.Path, c, whole string) field.ErrorList {
+	if errs := CIDR(p, c); len(errs) > 0 {
+		return errs
+	}
+	if netip.MustParsePrefix(c).Bits() == 0 {
+		return field.ErrorList{field.Invalid(p, c, whole)}
+	}
+	return nil
+}
+
 // HTTPSURL checks an https URL with a host; placeholder, when set, is replaced by a sample value first (a URL
 // template such as https://{tenant}.example.com).
 func HTTPSURL(p *field.Path, value, placeholder, example string) field.ErrorList {

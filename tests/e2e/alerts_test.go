@@ -33,18 +33,7 @@ func checkPendingClaimAlert(t *testing.T, ctx context.Context) {
 
 	jobs := rules.JobsFor("e2e")
 	rs := rules.Rules(rules.Params{PendingClaimAfter: pendingThreshold, Jobs: jobs})
-	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	ksm, err := ruletest.StartKubeStateMetrics(startCtx, kubeconfig, rules.KubeStateMetrics(rs).Flags())
-	require.NoError(t, err)
-	defer func() {
-		if err := ksm.Stop(); err != nil {
-			t.Logf("stopping kube-state-metrics: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("kube-state-metrics log:\n%s", ksm.Log())
-		}
-	}()
+	ksm := startKubeStateMetrics(t, ctx, rs)
 
 	// kube-state-metrics lists each resource on its own after start; scrape until every series the verdict rests on
 	// is there, the other tenant's included, so that silence about research-ai means something.
@@ -94,4 +83,23 @@ func checkPendingClaimAlert(t *testing.T, ctx context.Context) {
 		assert.NotEqual(t, research, a.Labels[rules.TenantLabel], "research-ai's pod is scheduled")
 	}
 	assert.Empty(t, resp.At("0s", rules.ClaimPendingTooLong, "pending"), "the rule holds for no time: firing or nothing")
+}
+
+// startKubeStateMetrics runs the real kube-state-metrics against this suite's control plane with the flags the
+// platform gives it for the rules rs, until the test ends; a failed test logs its log.
+func startKubeStateMetrics(t *testing.T, ctx context.Context, rs []rules.Rule) *ruletest.KubeStateMetricsProcess {
+	t.Helper()
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ksm, err := ruletest.StartKubeStateMetrics(startCtx, kubeconfig, rules.KubeStateMetrics(rs).Flags())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if err := ksm.Stop(); err != nil {
+			t.Logf("stopping kube-state-metrics: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("kube-state-metrics log:\n%s", ksm.Log())
+		}
+	})
+	return ksm
 }

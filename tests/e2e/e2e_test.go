@@ -74,6 +74,16 @@ func (s *stackEnv) connectPlatform() {
 	s.platformConnected = true
 }
 
+// podCIDRs are the pod ranges the stack file gives (existing.podCIDRs), which every tenant's egress excludes.
+func (s *stackEnv) podCIDRs() []string {
+	var existing struct {
+		PodCIDRs []string `json:"podCIDRs"`
+	}
+	require.NoError(s.t, json.Unmarshal([]byte(s.base.Values[platform.ConfigNamespace+":existing"]), &existing))
+	require.NotEmpty(s.t, existing.PodCIDRs, "the local stack gives its pod range")
+	return existing.PodCIDRs
+}
+
 func newStackEnv(t *testing.T) *stackEnv {
 	base, err := platform.ReadStackFile(filepath.Join(repoRoot, "stacks", "Pulumi.local.yaml"))
 	require.NoError(t, err)
@@ -104,7 +114,13 @@ func (s *stackEnv) options(tenants []platform.TenantArgs, classes []tenancy.GPUC
 	s.t.Helper()
 	raw, err := os.ReadFile(kubeconfig)
 	require.NoError(s.t, err)
-	cfg := map[string]string{platform.ConfigNamespace + ":existing": `{}`}
+	// The stack file's existing block but its kubeconfig, which comes as a secret.
+	existing := map[string]any{}
+	require.NoError(s.t, json.Unmarshal([]byte(s.base.Values[platform.ConfigNamespace+":existing"]), &existing))
+	delete(existing, "kubeconfigPath")
+	rawExisting, err := json.Marshal(existing)
+	require.NoError(s.t, err)
+	cfg := map[string]string{platform.ConfigNamespace + ":existing": string(rawExisting)}
 	maps.Copy(cfg, s.config)
 	for key, value := range map[string]any{"tenants": tenants, "gpuClasses": classes} {
 		if reflect.ValueOf(value).IsNil() {
@@ -297,7 +313,9 @@ func TestLocalStack(t *testing.T) {
 	t.Run("the vCluster control plane is admitted under its tenant's level", func(t *testing.T) { checkVClusterAdmitted(t, ctx) })
 	t.Run("no controller is refused a pod in a tenant namespace", func(t *testing.T) { checkNoFailedCreate(t, ctx) })
 	t.Run("no GPU claim outside a tenant's own namespace", func(t *testing.T) { checkClaimsOutsideTenants(t, ctx) })
-	t.Run("every cloud metadata endpoint is blocked", func(t *testing.T) { checkMetadataBlocked(t, ctx) })
+	t.Run("every cloud metadata endpoint and the pods' range are blocked", func(t *testing.T) {
+		checkMetadataBlocked(t, ctx, env.podCIDRs()...)
+	})
 	t.Run("device quotas hold and allocation is real", func(t *testing.T) { checkQuotaAndAllocation(t, ctx) })
 	t.Run("claim status cannot be forged", func(t *testing.T) { checkClaimStatusGuard(t, ctx) })
 	t.Run("the syncer holds exactly the rights the threat model lists", func(t *testing.T) { checkSyncerRights(t, ctx) })

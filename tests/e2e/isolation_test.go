@@ -337,8 +337,9 @@ func checkClaimsOutsideTenants(t *testing.T, ctx context.Context) {
 	})
 }
 
-// checkMetadataBlocked: each tenant's egress to the internet excepts every cloud metadata endpoint.
-func checkMetadataBlocked(t *testing.T, ctx context.Context) {
+// checkMetadataBlocked: each tenant's egress to the internet excepts every cloud metadata endpoint and the pod ranges
+// the stack gives (existing.podCIDRs).
+func checkMetadataBlocked(t *testing.T, ctx context.Context, podCIDRs ...string) {
 	for tenant := range tenantLevels {
 		np, err := client.NetworkingV1().NetworkPolicies(naming.Namespace(tenant)).Get(ctx, "allow-egress-internet", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -351,7 +352,7 @@ func checkMetadataBlocked(t *testing.T, ctx context.Context) {
 			}
 		}
 		slices.Sort(except)
-		want := slices.Clone(tenancy.MetadataCIDRs)
+		want := append(slices.Clone(tenancy.MetadataCIDRs), podCIDRs...)
 		slices.Sort(want)
 		assert.Equal(t, want, except, "tenant %s", tenant)
 	}

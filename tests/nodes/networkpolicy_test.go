@@ -81,10 +81,19 @@ func (c *cluster) checkNetworkPolicy(t *testing.T, ctx context.Context, clients 
 		require.NoError(t, err)
 		c.waitRunning(t, listener.Name)
 	}
+	// A listener in a platform namespace that has no ingress policy of its own, as vCluster Platform's has none:
+	// kube-system here, on another node than the tenant's client. A pod of no tenant reaches it; a tenant's does not,
+	// since its egress excludes the cluster's pod range (existing.podCIDRs), which kube-router's ipBlock would match.
+	platformListener := pod("np-platform", remote, "exec httpd -f -p 8080 -h /")
+	_, err := c.client.CoreV1().Pods(metav1.NamespaceSystem).Create(ctx, platformListener, metav1.CreateOptions{})
+	require.NoError(t, err)
+	platformPod := c.waitRunningIn(t, metav1.NamespaceSystem, platformListener.Name)
 	t.Cleanup(func() {
 		for _, name := range append(listeners, "np-outsider", "np-beside-web", "np-across-web") {
 			_ = c.client.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
 		}
+		_ = c.client.CoreV1().Pods(metav1.NamespaceSystem).Delete(context.Background(), platformListener.Name,
+			metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
 	})
 	for _, addr := range []string{gke, nodeLocalAddress} {
 		c.inNode(t, clientNode, "ip", "addr", "replace", addr+"/32", "dev", "lo")
@@ -98,6 +107,12 @@ func (c *cluster) checkNetworkPolicy(t *testing.T, ctx context.Context, clients 
 	vclusterAPI, err := c.client.CoreV1().Services(naming.Namespace(legal)).Get(ctx, legal, metav1.GetOptions{})
 	require.NoError(t, err)
 	apiAddr := net.JoinHostPort(vclusterAPI.Spec.ClusterIP, "443")
+	// The Service legal-ai made in its vCluster for its web Deployment (checkWorkloadsThroughVCluster), as vCluster
+	// copied it to the host.
+	ownService, err := c.client.CoreV1().Services(naming.Namespace(legal)).Get(ctx, syncedName("web", "default", legal), metav1.GetOptions{})
+	require.NoError(t, err, "legal-ai's web Service on the host")
+	serviceAddr := net.JoinHostPort(ownService.Spec.ClusterIP, "80")
+	platformAddr := net.JoinHostPort(platformPod.Status.PodIP, "8080")
 	for _, tc := range []struct {
 		what    string
 		from    *corev1.Pod
@@ -109,6 +124,11 @@ func (c *cluster) checkNetworkPolicy(t *testing.T, ctx context.Context, clients 
 		{"a pod of no tenant on the same node is refused", running["np-beside-web"], webAddr, false},
 		{"a pod of no tenant on another node is refused", running["np-across-web"], webAddr, false},
 		{"a pod of the same tenant reaches its vCluster's API", own, apiAddr, true},
+		{"a pod of the same tenant reaches its Service", own, serviceAddr, true},
+		{"another tenant's pod is refused at this tenant's Service", other, serviceAddr, false},
+		{"a pod of no tenant reaches a platform namespace's pod (the control)", outsider, platformAddr, true},
+		{"a tenant's pod is refused at a platform namespace's pod", own, platformAddr, false},
+		{"another tenant's pod is refused at a platform namespace's pod", other, platformAddr, false},
 		{"another tenant's pod is refused at this tenant's vCluster API", other, apiAddr, false},
 		{"a pod of no tenant reaches GKE's metadata address on its node (the control)", outsider, net.JoinHostPort(gke, "8080"), true},
 		{"a tenant's pod is refused at GKE's metadata address on its node", own, net.JoinHostPort(gke, "8080"), false},

@@ -223,11 +223,17 @@ func (c *cluster) checkPods(t *testing.T) {
 
 func (c *cluster) waitRunning(t *testing.T, name string) *corev1.Pod {
 	t.Helper()
+	return c.waitRunningIn(t, "default", name)
+}
+
+// waitRunningIn is waitRunning of a pod of another namespace.
+func (c *cluster) waitRunningIn(t *testing.T, namespace, name string) *corev1.Pod {
+	t.Helper()
 	var p *corev1.Pod
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true,
 		func(ctx context.Context) (bool, error) {
 			var err error
-			p, err = c.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			p, err = c.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}

@@ -61,7 +61,8 @@ func NewCluster(ctx *pulumi.Context, name string, args *gke.ClusterArgs, opts ..
 	}
 
 	stack := naming.CostStackValue(ctx.Project(), ctx.Stack())
-	controlPlane, err := container.NewCluster(ctx, name, controlPlaneArgs(args, stack), pulumi.Parent(comp))
+	controlPlane, err := container.NewCluster(ctx, name, controlPlaneArgs(args, stack), pulumi.Parent(comp),
+		pulumi.Protect(args.ServiceRange.Protect))
 	if err != nil {
 		return nil, fmt.Errorf("creating GKE cluster %q: %w", name, err)
 	}
@@ -165,6 +166,11 @@ func controlPlaneArgs(args *gke.ClusterArgs, stack string) *container.ClusterArg
 		ClusterAutoscaling: &container.ClusterClusterAutoscalingArgs{
 			AutoscalingProfile: pulumi.String("BALANCED"), Enabled: pulumi.Bool(false),
 		},
+	}
+	// Only a range of the stack's own is sent: a cluster made with GKE's keeps it, as the field replaces the cluster
+	// (hashicorp/terraform-provider-google v6.49.2 resource_container_cluster.go services_ipv4_cidr_block ForceNew).
+	if args.ServiceRange.CIDR != "" {
+		cp.IpAllocationPolicy = &container.ClusterIpAllocationPolicyArgs{ServicesIpv4CidrBlock: pulumi.String(args.ServiceRange.CIDR)}
 	}
 	if args.ReleaseChannel != "" {
 		cp.ReleaseChannel = &container.ClusterReleaseChannelArgs{Channel: pulumi.String(args.ReleaseChannel)}

@@ -413,9 +413,44 @@ func TestAnnotationsNameTenantAndClass(t *testing.T) {
 	}
 }
 
-func TestDeclaredMetricsAreWhatTheExpressionsRead(t *testing.T) {
-	resp := evaluate(t, rules.Params{}, namespace(legalNS, "legal-ai"), "0s")
+// services are n Services of namespace ns as kube_service_info shows them, each holding one address of the range
+// (cluster_ip "None" for headless ones), for the whole of the series.
+func services(ns string, n int, headless bool) []string {
+	var out []string
+	for i := range n {
+		ip := fmt.Sprintf("10.0.%d.%d", i/250, i%250+1)
+		if headless {
+			ip = "None"
+		}
+		out = append(out, ksm("kube_service_info", map[string]string{"namespace": ns, "service": fmt.Sprintf("s-%s-%d", ns, i),
+			"uid": fmt.Sprintf("u-%s-%d", ns, i), "cluster_ip": ip}, constant(1)))
+	}
+	return out
+}
+
+func TestServiceRangeNearlyFull(t *testing.T) {
+	fires := []map[string]string{{"alertname": rules.ServiceRangeNearlyFull, "severity": "warning"}}
+	of254 := rules.Params{ServiceAddresses: 254}
+	runCases(t, rules.ServiceRangeNearlyFull, []alertCase{
+		{name: "more than 80% of the range held for 15m fires", params: of254,
+			series: join(services(legalNS, 150, false), services(researchNS, 54, false)), at: "15m", state: "firing", want: fires},
+		{name: "it is pending for its first 15m", params: of254,
+			series: join(services(legalNS, 150, false), services(researchNS, 54, false)), at: "14m", state: "pending", want: fires},
+		{name: "80% exactly is silent", params: rules.Params{ServiceAddresses: 250},
+			series: services(legalNS, 200, false), at: "20m"},
+		{name: "headless Services hold no address", params: of254,
+			series: join(services(legalNS, 150, false), services(researchNS, 54, true)), at: "20m"},
+		{name: "the size is the range the platform knows", params: rules.Params{ServiceAddresses: 65534},
+			series: join(services(legalNS, 150, false), services(researchNS, 54, false)), at: "20m"},
+	})
 	for _, r := range rules.Rules(rules.Params{Jobs: jobs}) {
+		assert.NotEqual(t, rules.ServiceRangeNearlyFull, r.Name, "left out where the platform does not know the range")
+	}
+}
+
+func TestDeclaredMetricsAreWhatTheExpressionsRead(t *testing.T) {
+	resp := evaluate(t, rules.Params{ServiceAddresses: 254}, namespace(legalNS, "legal-ai"), "0s")
+	for _, r := range rules.Rules(rules.Params{Jobs: jobs, ServiceAddresses: 254}) {
 		t.Run(r.Name, func(t *testing.T) {
 			assert.Equal(t, r.Metrics, resp.Selectors[r.Name])
 		})

@@ -29,6 +29,7 @@ var collectors = []struct{ prefix, resource string }{
 	{"kube_node_", "nodes"},
 	{"kube_pod_", "pods"},
 	{"kube_resourcequota", "resourcequotas"},
+	{"kube_service_", "services"},
 }
 
 // Collector is the kube-state-metrics resource that generates metric, or "" if the metric is not kube-state-metrics'.

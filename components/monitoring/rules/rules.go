@@ -30,7 +30,11 @@ const (
 	TenantQuotaExhausted    = "TenantGPUQuotaExhausted"
 	KubeletPluginPrepareErr = "DRAKubeletPluginPrepareErrors"
 	KubeletPluginNotRunning = "DRAKubeletPluginNotRunning"
+	ServiceRangeNearlyFull  = "ServiceRangeNearlyFull"
 )
+
+// ServiceRangeFullAbove is the share of the cluster's Service range in use above which ServiceRangeNearlyFull fires.
+const ServiceRangeFullAbove = 0.8
 
 // GroupName is the rule group every rule belongs to (a PrometheusRule group, a Cloud Monitoring rule group).
 const GroupName = "gpu-tenancy-dra"
@@ -92,6 +96,9 @@ type Params struct {
 	// counts as a pod waiting for its claim.
 	ExtendedResourceNames []string
 	Jobs                  Jobs
+	// ServiceAddresses is how many addresses the cluster's Service range gives Services (servicerange.Addresses);
+	// zero, when the platform cannot know it, leaves ServiceRangeNearlyFull out.
+	ServiceAddresses int64
 	// Prices price the classes in the showback recording rules (Recordings); the alerts do not read them.
 	Prices Prices
 }
@@ -177,7 +184,7 @@ func Rules(p Params) []Rule {
 		pendingMetrics = append(pendingMetrics, "kube_pod_container_resource_requests")
 		slices.Sort(pendingMetrics)
 	}
-	return []Rule{
+	rs := []Rule{
 		{
 			Name: ClaimPendingTooLong,
 			// A pod that references a ResourceClaim and that the scheduler has marked unschedulable waits for its claims:
@@ -243,6 +250,29 @@ func Rules(p Params) []Rule {
 			Metrics:     []string{"kube_node_labels", "kube_pod_info", "kube_pod_labels", "kube_pod_status_phase"},
 		},
 	}
+	if p.ServiceAddresses > 0 {
+		full := strconv.FormatFloat(ServiceRangeFullAbove*100, 'f', -1, 64) + "%"
+		rs = append(rs, Rule{
+			Name: ServiceRangeNearlyFull,
+			// Every Service with a cluster IP holds one address of the range (kube_service_info's cluster_ip label,
+			// "None" for a headless Service: k8s.io/kube-state-metrics/v2@v2.20.0 internal/store/service.go), a tenant's
+			// included: kube-state-metrics reads the Services from the API server, so a tenant counts only the Services
+			// it holds. The range's size is the platform's to know (the range it made the cluster with, or read from an
+			// existing cluster's ServiceCIDRs), since kube-state-metrics exposes no ServiceCIDR.
+			Expr: fmt.Sprintf(`count(%s) / %d > %s`, ksm("kube_service_info", `cluster_ip!=""`, `cluster_ip!="None"`),
+				p.ServiceAddresses, strconv.FormatFloat(ServiceRangeFullAbove, 'f', -1, 64)),
+			For:      15 * time.Minute,
+			Severity: Warning,
+			Summary:  "The cluster's Service range is more than " + full + " used",
+			Description: fmt.Sprintf("Services hold more than %s of the %d addresses of the cluster's Service range; when it is "+
+				"full, every tenant's next Service and vCluster fail to get an address.", full, p.ServiceAddresses),
+			Runbook: "`gpu-tenancy capacity` shows the range, what is held and each tenant's Services against its quota " +
+				"(serviceAddresses): lower the tenants' objectQuota.services, or widen the range: on an existing cluster with a " +
+				"further ServiceCIDR, on GKE or Kapsule with serviceRange.cidr, which replaces the cluster.",
+			Metrics: []string{"kube_service_info"},
+		})
+	}
+	return rs
 }
 
 // selector writes metric{matchers}.

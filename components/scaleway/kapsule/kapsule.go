@@ -66,7 +66,8 @@ func NewCluster(ctx *pulumi.Context, name string, args *scaleway.ClusterArgs, op
 
 	stack := naming.CostStackValue(ctx.Project(), ctx.Stack())
 	// The SDK marks the kubeconfigs output secret itself (AdditionalSecretOutputs in kubernetes.NewCluster).
-	comp.Kapsule, err = kubernetes.NewCluster(ctx, name, kapsuleArgs(args, comp.PrivateNetwork, stack), pulumi.Parent(comp))
+	comp.Kapsule, err = kubernetes.NewCluster(ctx, name, kapsuleArgs(args, comp.PrivateNetwork, stack), pulumi.Parent(comp),
+		pulumi.Protect(args.ServiceRange.Protect))
 	if err != nil {
 		return nil, fmt.Errorf("creating Kapsule cluster %q: %w", name, err)
 	}
@@ -158,6 +159,9 @@ func kapsuleArgs(args *scaleway.ClusterArgs, pn *network.PrivateNetwork, stack s
 		hour = *h
 	}
 	return &kubernetes.ClusterArgs{
+		// Only a range of the stack's own is sent: a cluster made with Kapsule's keeps it, as the field replaces the
+		// cluster (pulumi-scaleway v1.53.0 sdk/go/scaleway/kubernetes/cluster.go ServiceCidr).
+		ServiceCidr:               optional(args.ServiceRange.CIDR),
 		Region:                    pulumi.String(scaleway.Region(args.Zone)),
 		Version:                   pulumi.String(args.KubernetesVersion),
 		Cni:                       pulumi.String(args.CNI),
