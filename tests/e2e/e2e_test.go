@@ -114,9 +114,11 @@ func (s *stackEnv) options(tenants []platform.TenantArgs, classes []tenancy.GPUC
 	s.t.Helper()
 	raw, err := os.ReadFile(kubeconfig)
 	require.NoError(s.t, err)
-	// The stack file's existing block but its kubeconfig, which comes as a secret.
+	// The stack file's existing block, when this environment read one, but its kubeconfig, which comes as a secret.
 	existing := map[string]any{}
-	require.NoError(s.t, json.Unmarshal([]byte(s.base.Values[platform.ConfigNamespace+":existing"]), &existing))
+	if raw := s.base.Values[platform.ConfigNamespace+":existing"]; raw != "" {
+		require.NoError(s.t, json.Unmarshal([]byte(raw), &existing))
+	}
 	delete(existing, "kubeconfigPath")
 	rawExisting, err := json.Marshal(existing)
 	require.NoError(s.t, err)
