@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -43,12 +44,7 @@ func referencePage(reference []byte, stacks []platform.StackConfig, allowed map[
 		r.stacks = append(r.stacks, values)
 	}
 	inputs := spec.Resources[platform.Type].InputProperties
-	names := make([]string, 0, len(inputs))
-	for name := range inputs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(inputs)) {
 		r.walk(name, inputs[name].TypeSpec)
 	}
 	var unknown []string
@@ -97,12 +93,7 @@ func (r *referenceWriter) walk(path string, t schema.TypeSpec) {
 	case t.Ref != "":
 		obj := r.spec.Types[strings.TrimPrefix(t.Ref, "#/types/")]
 		r.row(path, "object", "")
-		fields := make([]string, 0, len(obj.Properties))
-		for f := range obj.Properties {
-			fields = append(fields, f)
-		}
-		sort.Strings(fields)
-		for _, f := range fields {
+		for _, f := range slices.Sorted(maps.Keys(obj.Properties)) {
 			r.walk(path+"."+f, obj.Properties[f].TypeSpec)
 		}
 	case t.Type == "array" && (t.Items.Ref != "" || t.Items.Type == "array" || t.Items.AdditionalProperties != nil):
@@ -186,12 +177,7 @@ func valueAt(v any, parts []string) (any, bool) {
 		}
 	case "<>":
 		m, _ := v.(map[string]any)
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if got, ok := valueAt(m[k], parts[1:]); ok {
 				return got, true
 			}
