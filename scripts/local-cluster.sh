@@ -49,6 +49,22 @@ FEATURE_GATES=${GT_FEATURE_GATES:-}
 read -r -a APISERVER_ARGS <<<"${GT_APISERVER_ARGS:-}"
 START_TIMEOUT=${GT_START_TIMEOUT:-60}
 
+# A listening port inside the kernel's ephemeral range can be taken by any outgoing connection between runs (the
+# test suites' shards open thousands): the component then fails to bind, at random. Refuse such a port up front,
+# naming its variable. https://www.kernel.org/doc/html/latest/networking/ip-sysctl.html (ip_local_port_range)
+check_ports() {
+	local range=/proc/sys/net/ipv4/ip_local_port_range low high var
+	[[ -r $range ]] || return 0
+	read -r low high <"$range"
+	for var in GT_ETCD_PORT:$ETCD_PORT GT_ETCD_PEER_PORT:$ETCD_PEER_PORT GT_APISERVER_PORT:$APISERVER_PORT \
+		GT_KCM_PORT:$KCM_PORT GT_SCHEDULER_PORT:$SCHEDULER_PORT; do
+		if ((${var#*:} >= low && ${var#*:} <= high)); then
+			echo "local-cluster: ${var%%:*}=${var#*:} lies in the ephemeral port range $low-$high ($range), where an outgoing connection can take it; choose a port below $low or above $high" >&2
+			return 1
+		fi
+	done
+}
+
 PKI=$DATA/pki
 RUN=$DATA/run
 LOGS=$DATA/logs
@@ -257,6 +273,7 @@ healthy() { # healthy COMPONENT: one probe of its health endpoint
 gates() { [[ -z $FEATURE_GATES ]] || echo "--feature-gates=$FEATURE_GATES"; }
 
 up() {
+	check_ports
 	need_packages "${CONTROL_PLANE_PACKAGES[@]}"
 	mkdir -p "$RUN" "$LOGS"
 	install -d -m 0700 "$DATA/etcd"

@@ -25,12 +25,12 @@ var (
 	client     kubernetes.Interface
 )
 
-// Ports apart from the demo's cluster (scripts/local-cluster.sh defaults), so both can run at once; each shard adds
-// its index to every port.
+// Ports apart from the demo's cluster (scripts/local-cluster.sh defaults), so both can run at once, and below the
+// kernel's ephemeral range, which the script refuses; each shard adds its index to every port.
 var clusterPorts = []struct {
 	env  string
 	port int
-}{{"GT_ETCD_PORT", 33790}, {"GT_ETCD_PEER_PORT", 33800}, {"GT_APISERVER_PORT", 36443}, {"GT_KCM_PORT", 30257},
+}{{"GT_ETCD_PORT", 31790}, {"GT_ETCD_PEER_PORT", 31800}, {"GT_APISERVER_PORT", 31443}, {"GT_KCM_PORT", 30257},
 	{"GT_SCHEDULER_PORT", 30259}}
 
 // clusterEnv is the control plane's environment: its ports, the shard's own; sharded says the run is one shard.

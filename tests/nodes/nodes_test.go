@@ -32,9 +32,10 @@ import (
 // The nodes of the test cluster: one without GPUs, and one per GPU pool of the local stack (stacks/Pulumi.local.yaml).
 var pools = []string{"system", "a100-whole", "a100-mig"}
 
-// Ports apart from the demo's cluster and the end-to-end shards' (tests/e2e/main_test.go).
-var clusterEnv = []string{"GT_ETCD_PORT=43790", "GT_ETCD_PEER_PORT=43800", "GT_APISERVER_PORT=46443",
-	"GT_KCM_PORT=40257", "GT_SCHEDULER_PORT=40259", "GT_NODES=" + strings.Join(pools, " "),
+// Ports apart from the demo's cluster and the end-to-end shards' (tests/e2e/main_test.go), and below the kernel's
+// ephemeral range, which scripts/local-cluster.sh refuses.
+var clusterEnv = []string{"GT_ETCD_PORT=24790", "GT_ETCD_PEER_PORT=24800", "GT_APISERVER_PORT=24443",
+	"GT_KCM_PORT=24257", "GT_SCHEDULER_PORT=24259", "GT_NODES=" + strings.Join(pools, " "),
 	"GT_NODE_REGISTRY_PORT=" + privateRegistryPort}
 
 const (
