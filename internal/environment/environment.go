@@ -592,7 +592,7 @@ func (e *Environment) pinPlacement(ctx context.Context, held, live map[string]in
 		return err
 	}
 	for _, s := range e.Stacks {
-		if err := s.SetConfig(ctx, platform.ConfigNamespace+":tenants", auto.ConfigValue{Value: string(raw)}); err != nil {
+		if err := s.setConfig(ctx, map[string]string{platform.ConfigNamespace + ":tenants": string(raw)}); err != nil {
 			return fmt.Errorf("stack %s: placing its tenants where the states hold them: %w", s.opts.Stack, err)
 		}
 	}

@@ -28,6 +28,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/config"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"sigs.k8s.io/yaml"
 )
@@ -256,16 +258,12 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("environment: selecting stack %s on %s: %w", o.Stack, o.Backend, err)
 	}
-	cfg := auto.ConfigMap{}
-	for k, v := range o.Config {
-		cfg[k] = auto.ConfigValue{Value: v}
-	}
-	if len(cfg) > 0 {
-		if err := st.SetAllConfig(ctx, cfg); err != nil {
-			return nil, fmt.Errorf("environment: setting config of stack %s: %w", o.Stack, err)
+	s := &Stack{Stack: st, opts: o, partConfig: config, args: args, cli: cli, env: env}
+	if len(o.Config) > 0 {
+		if err := s.setConfig(ctx, o.Config); err != nil {
+			return nil, err
 		}
 	}
-	s := &Stack{Stack: st, opts: o, partConfig: config, args: args, cli: cli, env: env}
 	// The Automation API's SetAllConfig puts each value on the pulumi CLI's command line (pulumi sdk v3.274.1
 	// go/auto/local_workspace.go), where any user of the machine reads it: a secret goes through stdin, which
 	// `pulumi config set` reads when no value is given.
@@ -276,6 +274,38 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 		}
 	}
 	return s, nil
+}
+
+// setConfig writes plaintext values into the stack's working copy of its config (WorkDir's Pulumi.<stack>.yaml),
+// which the engine reads, rather than through the Automation API's SetConfig and SetAllConfig: those put each value
+// on the pulumi CLI's command line (pulumi sdk v3.274.1 go/auto/local_workspace.go), and one value longer than 128 KiB
+// (MAX_ARG_STRLEN, https://man7.org/linux/man-pages/man2/execve.2.html), such as the placement of 1,000 tenants, is
+// refused with "argument list too long". It also spares a CLI process per stack.
+func (s *Stack) setConfig(ctx context.Context, values map[string]string) error {
+	ws := s.Workspace()
+	settings := &workspace.ProjectStack{}
+	// A stack that exists on the backend has no working copy of its config in a new WorkDir yet: the CLI would start
+	// one, as this does.
+	name := s.opts.Stack[strings.LastIndex(s.opts.Stack, "/")+1:] // as the workspace names the file of org/project/stack
+	if _, err := os.Stat(filepath.Join(s.opts.WorkDir, "Pulumi."+name+".yaml")); err == nil {
+		if settings, err = ws.StackSettings(ctx, s.opts.Stack); err != nil {
+			return fmt.Errorf("environment: reading the config of stack %s: %w", s.opts.Stack, err)
+		}
+	}
+	if settings.Config == nil {
+		settings.Config = config.Map{}
+	}
+	for k, v := range values {
+		key, err := config.ParseKey(k)
+		if err != nil {
+			return fmt.Errorf("environment: config of stack %s: %w", s.opts.Stack, err)
+		}
+		settings.Config[key] = config.NewValue(v)
+	}
+	if err := ws.SaveStackSettings(ctx, s.opts.Stack, settings); err != nil {
+		return fmt.Errorf("environment: setting config of stack %s: %w", s.opts.Stack, err)
+	}
+	return nil
 }
 
 // MissingStackError is a stack the backend does not hold, opened with NoCreate.
