@@ -30,7 +30,8 @@ var clusterEnv = []string{
 }
 
 // engineReference are the engine's figures on one stack, measured on a 2-core machine before tenant groups (issue
-// "Cost that grows linearly with tenants"), and the limits of 100 tenants.
+// "Cost that grows linearly with tenants"), and the limits of 100 and 1,000 tenants (issue "A thousand tenants on one
+// cluster").
 var engineReference = map[int]map[string]*reference{
 	10: {
 		"up": {wall: 17100 * time.Millisecond, resources: 238}, "preview": {wall: 8600 * time.Millisecond},
@@ -43,9 +44,10 @@ var engineReference = map[int]map[string]*reference{
 	100: {
 		// Pull requests preview without the refresh (drift.yml refreshes every stack daily): that preview has the limit.
 		"up": {limit: 3 * time.Minute}, "preview, no refresh": {limit: 30 * time.Second},
-		"up adding one tenant, changed stacks only": {limit: 30 * time.Second}, "up adding one tenant": {limit: 30 * time.Second},
+		"up adding one tenant, changed stacks only": {limit: 15 * time.Second}, "up adding one tenant": {limit: 15 * time.Second},
 		"destroy": {limit: 3 * time.Minute},
 	},
+	1000: {"up": {limit: 10 * time.Minute}},
 }
 
 // upRatioLimit is how much more than 10 tenants' up 100 tenants' may cost: linear, with a constant.
@@ -54,9 +56,10 @@ const upRatioLimit = 12
 // benchEngine starts a control plane of its own with the simulated GPU hardware, then for each size runs the local
 // stack's environment through internal/engine: up, a second (no-change) preview with and without its refresh, and
 // destroy, with the tenants generated as for the plan, split into tenant groups of groupSize tenants (0: one stack),
-// the project's policy pack when `make tools` has built it (as `make up` runs it), and a state of its own. At the
-// largest size it also adds one tenant to the environment that is up. Beside each operation stand the peak memory of
-// the engine's processes (the CLIs, providers and policy packs, summed) and, after an up, the size of the state.
+// the project's policy pack when `make tools` has built it (as `make up` runs it), and a state of its own. At 100
+// tenants and at the largest size it also adds one tenant to the environment that is up, and at the largest it moves
+// some. Beside each operation stand the peak memory of the engine's processes (the CLIs, providers and policy packs,
+// summed) and, after an up, the size of the state.
 // Everything lives in a temporary directory, purged at the end. On an error it returns the rows of the sizes
 // already measured.
 func benchEngine(ctx context.Context, root string, sizes []int, l layout) ([]row, []string, error) {
@@ -164,9 +167,11 @@ func benchEngine(ctx context.Context, root string, sizes []int, l layout) ([]row
 				return rows, nil, err
 			}
 		}
-		if n == sizes[len(sizes)-1] && l.grow {
+		largest := n == sizes[len(sizes)-1]
+		if (largest || n >= 100) && l.grow {
 			// One tenant more, as `make up FLAGS=--changed-only` runs it (the platform stack and the new
-			// tenant's group, each refreshed), then one more as a plain up runs it (every stack, refreshed).
+			// tenant's group, each refreshed), then one more as a plain up runs it (every stack, refreshed): at 100
+			// tenants, where the limits stand, and at the largest size.
 			for i, onlyChanged := range []bool{true, false} {
 				grown, err := open(n+1+i, false)
 				if err != nil {
@@ -185,7 +190,7 @@ func benchEngine(ctx context.Context, root string, sizes []int, l layout) ([]row
 				}
 				env = grown
 			}
-			if groupSize > 0 {
+			if largest && groupSize > 0 {
 				if err := benchMove(ctx, env, open, n+2, size, &rows); err != nil {
 					return rows, nil, err
 				}
