@@ -37,9 +37,10 @@ docs:
 	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
 
 ## schema: regenerate provider/schema.json from the args' Go types and the config reference (docs/installation-configuration.md),
-## and the config keys page, docs/config-reference.md
+## the config keys page, docs/config-reference.md, and the operators' Grafana dashboard, docs/grafana-dashboard.json
 schema:
 	cd provider && go run ./cmd/schemagen
+	go run ./scripts/dashboard
 
 ## Environments, each a thin wrapper of the gpu-tenancy command of the same name on the environment STACK (default
 ## local: the local stack on .tools/state), with the policy pack; FLAGS are the command's (`gpu-tenancy <command>

@@ -17,6 +17,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
 	"github.com/gpu-tenancy/gpu-tenancy/components/helmchart"
+	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/dashboard"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
@@ -112,6 +113,14 @@ func (a MonitoringArgs) WithDefaults(stack string) MonitoringArgs {
 	}
 	if a.Spec.KubeStateMetrics.ImageTag == "" {
 		a.Spec.KubeStateMetrics.ImageTag = rules.KubeStateMetricsVersion
+	}
+	if g := &a.Spec.Grafana; g.Namespace != "" {
+		if g.Label == "" {
+			g.Label = DefaultGrafanaLabel
+		}
+		if g.LabelValue == "" {
+			g.LabelValue = DefaultGrafanaLabelValue
+		}
 	}
 	return a
 }
@@ -217,12 +226,45 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 		}
 	}
 
+	if g := cfg.Spec.Grafana; g.Namespace != "" {
+		if err := m.shipDashboard(ctx, name, params, cfg.Scope, g); err != nil {
+			return nil, err
+		}
+		outputs["dashboard"] = pulumi.String(DashboardConfigMap(cfg.Scope))
+	}
+
 	m.Namespace = ns.Metadata.Name().Elem()
 	m.KubeStateMetrics = release
 	if err := ctx.RegisterResourceOutputs(m, outputs); err != nil {
 		return nil, fmt.Errorf("registering monitoring %q outputs: %w", name, err)
 	}
 	return m, nil
+}
+
+// DashboardConfigMap names the ConfigMap that carries the dashboard of the cluster of scope.
+func DashboardConfigMap(scope string) string { return "gpu-tenancy-" + scope + "-dashboard" }
+
+// DashboardUID is the dashboard's uid in Grafana, which takes at most 40 characters: one per cluster, so that two
+// clusters' dashboards in one Grafana never replace each other.
+func DashboardUID(scope string) string {
+	return "gpu-tenancy-" + scope[:min(len(scope), 40-len("gpu-tenancy-"))]
+}
+
+// shipDashboard puts the dashboard, with this cluster's jobs and Service range, into a ConfigMap in the Grafana
+// namespace g names, labelled for its dashboard sidecar.
+func (m *Monitoring) shipDashboard(ctx *pulumi.Context, name string, params rules.Params, scope string, g GrafanaSpec) error {
+	raw, err := dashboard.JSON(params, scope, DashboardUID(scope), "GPU tenancy: "+scope)
+	if err != nil {
+		return fmt.Errorf("creating the dashboard of monitoring %q: %w", name, err)
+	}
+	if _, err := corev1.NewConfigMap(ctx, name+"-dashboard", &corev1.ConfigMapArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(DashboardConfigMap(scope)), Namespace: pulumi.String(g.Namespace),
+			Labels: managedLabels(map[string]string{g.Label: g.LabelValue})},
+		Data: pulumi.StringMap{DashboardConfigMap(scope) + ".json": pulumi.String(raw)},
+	}, pulumi.Parent(m)); err != nil {
+		return fmt.Errorf("creating the dashboard ConfigMap in namespace %s: %w", g.Namespace, err)
+	}
+	return nil
 }
 
 // outliveCluster keeps alert policies from being deleted with the cluster. A transformation of the component runs

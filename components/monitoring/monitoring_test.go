@@ -1,6 +1,7 @@
 package monitoring
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/mocktest"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -494,4 +496,52 @@ func TestShowbackWithoutPricesRecordsDevicesOnly(t *testing.T) {
 	recorded := at(t, specOf(t, rule), "groups", 0, "rules").([]any)
 	require.Len(t, recorded, 1)
 	assert.Equal(t, rules.DevicesRequested, at(t, recorded[0], "record"))
+}
+
+// With monitoring.grafana, the dashboard goes into a ConfigMap of the namespace named, labelled for the sidecar, opening
+// on this cluster; without it, there is none.
+func TestTheDashboardShipsToGrafanaWhenAsked(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		grafana      GrafanaSpec
+		wantLabel    string
+		wantLabelVal string
+	}{
+		{"the sidecar's default label", GrafanaSpec{Namespace: "grafana"}, DefaultGrafanaLabel, DefaultGrafanaLabelValue},
+		{"a label of the operator's", GrafanaSpec{Namespace: "grafana", Label: "dashboards.example.com/load", LabelValue: "yes"}, "dashboards.example.com/load", "yes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := scalewayArgs
+			args.Spec.Grafana = tc.grafana
+			reg := get(t, run(t, args, false), "kubernetes:core/v1:ConfigMap", "monitoring-dashboard")
+			meta := reg.Inputs["metadata"].ObjectValue()
+			assert.Equal(t, "gpu-tenancy-gke-dev-dashboard", meta["name"].StringValue())
+			assert.Equal(t, "grafana", meta["namespace"].StringValue())
+			assert.Equal(t, tc.wantLabelVal, meta["labels"].ObjectValue()[resource.PropertyKey(tc.wantLabel)].StringValue())
+			raw := reg.Inputs["data"].ObjectValue()["gpu-tenancy-gke-dev-dashboard.json"].StringValue()
+			var d struct {
+				UID        string `json:"uid"`
+				Templating struct {
+					List []struct {
+						Name    string `json:"name"`
+						Current struct {
+							Value string `json:"value"`
+						} `json:"current"`
+					} `json:"list"`
+				} `json:"templating"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(raw), &d))
+			assert.Equal(t, DashboardUID("gke-dev"), d.UID)
+			require.Len(t, d.Templating.List, 2)
+			assert.Equal(t, "gke-dev", d.Templating.List[1].Current.Value, "opens on this cluster")
+		})
+	}
+	assert.Empty(t, run(t, scalewayArgs, false).ByType("kubernetes:core/v1:ConfigMap"), "no ConfigMap without monitoring.grafana")
+}
+
+// Grafana takes a uid of at most 40 characters; two clusters keep two uids.
+func TestDashboardUIDFitsGrafana(t *testing.T) {
+	long := strings.Repeat("a", maxScope)
+	assert.LessOrEqual(t, len(DashboardUID(long)), 40)
+	assert.NotEqual(t, DashboardUID("eu-prod"), DashboardUID("us-prod"))
 }

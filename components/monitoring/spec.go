@@ -32,7 +32,27 @@ type Spec struct {
 	KubeStateMetrics   KubeStateMetricsSpec   `json:"kubeStateMetrics"`
 	GKE                GKESpec                `json:"gke"`
 	PrometheusOperator PrometheusOperatorSpec `json:"prometheusOperator"`
+	Grafana            GrafanaSpec            `json:"grafana"`
 }
+
+// GrafanaSpec ships the operators' dashboard (package dashboard) as a ConfigMap where a Grafana dashboard sidecar
+// loads it: the grafana chart's sidecar.dashboards loads ConfigMaps labelled with its `label` (grafana_dashboard) of
+// value `labelValue` (any value when empty) from the namespaces it searches (grafana/helm-charts charts/grafana
+// values.yaml); kube-prometheus-stack labels its own dashboards grafana_dashboard: "1".
+type GrafanaSpec struct {
+	// Namespace is one the sidecar searches; unset, no ConfigMap is made (the dashboard's JSON is in docs/).
+	Namespace string `json:"namespace"`
+	// Label is the label key the sidecar selects. Default DefaultGrafanaLabel.
+	Label string `json:"label"`
+	// LabelValue is the label's value. Default DefaultGrafanaLabelValue.
+	LabelValue string `json:"labelValue"`
+}
+
+// The grafana chart's sidecar label, and the value kube-prometheus-stack gives its own dashboards.
+const (
+	DefaultGrafanaLabel      = "grafana_dashboard"
+	DefaultGrafanaLabelValue = "1"
+)
 
 // KubeStateMetricsSpec places the kube-state-metrics chart.
 type KubeStateMetricsSpec struct {
@@ -113,6 +133,20 @@ func (s Spec) Validate(path *field.Path) field.ErrorList {
 		case slices.Index(s.GKE.NotificationChannels, ch) < i:
 			errs = append(errs, field.Duplicate(cp.Index(i), ch))
 		}
+	}
+	gp := path.Child("grafana")
+	if s.Grafana.Namespace != "" {
+		errs = append(errs, fieldcheck.DNSLabel(gp.Child("namespace"), s.Grafana.Namespace, validation.DNS1123LabelMaxLength)...)
+	} else if s.Grafana != (GrafanaSpec{}) {
+		errs = append(errs, field.Required(gp.Child("namespace"), "the namespace whose ConfigMaps the Grafana dashboard sidecar loads: label and labelValue say nothing without it"))
+	}
+	if s.Grafana.Label != "" {
+		for _, msg := range validation.IsQualifiedName(s.Grafana.Label) {
+			errs = append(errs, field.Invalid(gp.Child("label"), s.Grafana.Label, "label key: "+msg))
+		}
+	}
+	for _, msg := range validation.IsValidLabelValue(s.Grafana.LabelValue) {
+		errs = append(errs, field.Invalid(gp.Child("labelValue"), s.Grafana.LabelValue, "label value: "+msg))
 	}
 	lp := path.Child("prometheusOperator", "labels")
 	for _, k := range sortedKeys(s.PrometheusOperator.Labels) {

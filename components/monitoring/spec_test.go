@@ -25,6 +25,7 @@ func TestSpecValidateAccepts(t *testing.T) {
 			KubeStateMetrics:   KubeStateMetricsSpec{Chart: helmchart.Chart{Repo: "https://charts.example.com", Name: "kube-state-metrics", Version: "8.5.0"}, ImageTag: "v2.21.3"},
 			GKE:                GKESpec{NotificationChannels: []string{"projects/gpu-dev/notificationChannels/123", "projects/gpu-dev/notificationChannels/456"}},
 			PrometheusOperator: PrometheusOperatorSpec{Labels: map[string]string{"release": "kube-prometheus-stack"}},
+			Grafana:            GrafanaSpec{Namespace: "grafana", Label: "grafana_dashboard", LabelValue: "1"},
 		}},
 		{"thresholds at their minimum", Spec{PendingClaimAfter: "1m", QuotaExhaustedFor: "60s"}},
 		{"a later major version of kube-state-metrics", Spec{KubeStateMetrics: KubeStateMetricsSpec{ImageTag: "v3.0.0"}}},
@@ -69,6 +70,14 @@ func TestSpecValidateRejects(t *testing.T) {
 			"gpu-tenancy:monitoring.prometheusOperator.labels[my release]", field.ErrorTypeInvalid, "my release", "label key"},
 		{"a label value with a slash", Spec{PrometheusOperator: PrometheusOperatorSpec{Labels: map[string]string{"release": "a/b"}}},
 			"gpu-tenancy:monitoring.prometheusOperator.labels[release]", field.ErrorTypeInvalid, "a/b", "label value"},
+		{"a Grafana label without the namespace its sidecar searches", Spec{Grafana: GrafanaSpec{Label: "grafana_dashboard"}},
+			"gpu-tenancy:monitoring.grafana.namespace", field.ErrorTypeRequired, "", "the namespace whose ConfigMaps"},
+		{"a Grafana namespace that is not a DNS label", Spec{Grafana: GrafanaSpec{Namespace: "Grafana"}},
+			"gpu-tenancy:monitoring.grafana.namespace", field.ErrorTypeInvalid, "Grafana", "RFC 1123"},
+		{"a Grafana label key with a space", Spec{Grafana: GrafanaSpec{Namespace: "grafana", Label: "grafana dashboard"}},
+			"gpu-tenancy:monitoring.grafana.label", field.ErrorTypeInvalid, "grafana dashboard", "label key"},
+		{"a Grafana label value with a slash", Spec{Grafana: GrafanaSpec{Namespace: "grafana", LabelValue: "a/b"}},
+			"gpu-tenancy:monitoring.grafana.labelValue", field.ErrorTypeInvalid, "a/b", "label value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := tc.spec.Validate(specPath)

@@ -3,11 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/dashboard"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
+	"github.com/gpu-tenancy/gpu-tenancy/components/servicerange"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/ruletest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,7 +35,10 @@ func checkPendingClaimAlert(t *testing.T, ctx context.Context) {
 	}
 
 	jobs := rules.JobsFor("e2e")
-	rs := rules.Rules(rules.Params{PendingClaimAfter: pendingThreshold, Jobs: jobs})
+	// The Service range's size too, so that kube-state-metrics exposes the Services, as a stack's does.
+	params := rules.Params{PendingClaimAfter: pendingThreshold, Jobs: jobs,
+		ServiceAddresses: servicerange.Addresses(netip.MustParsePrefix(e2eServiceCIDR))}
+	rs := rules.Rules(params)
 	ksm := startKubeStateMetrics(t, ctx, rs)
 
 	// kube-state-metrics lists each resource on its own after start; scrape until every series the verdict rests on
@@ -53,6 +59,8 @@ func checkPendingClaimAlert(t *testing.T, ctx context.Context) {
 			{"kube_pod_status_scheduled", map[string]string{"namespace": legalNS, "pod": "whole-a", "condition": "true"}},
 			{"kube_pod_status_scheduled", map[string]string{"namespace": researchNS, "pod": "slice-a", "condition": "true"}},
 			{"kube_pod_resourceclaim_info", map[string]string{"namespace": researchNS, "pod": "slice-a", "resourceclaim_template_name": "slice"}},
+			{"kube_resourcequota", map[string]string{"namespace": legalNS, "type": "used"}},
+			{"kube_service_info", map[string]string{"namespace": "default", "service": "kubernetes"}},
 		} {
 			if len(ruletest.Series(exposition, s.metric, s.labels)) == 0 {
 				return fmt.Errorf("kube-state-metrics does not expose %s%v yet", s.metric, s.labels)
@@ -83,6 +91,38 @@ func checkPendingClaimAlert(t *testing.T, ctx context.Context) {
 		assert.NotEqual(t, research, a.Labels[rules.TenantLabel], "research-ai's pod is scheduled")
 	}
 	assert.Empty(t, resp.At("0s", rules.ClaimPendingTooLong, "pending"), "the rule holds for no time: firing or nothing")
+	checkDashboardPanels(t, ctx, params, exposition, scrapedAt)
+}
+
+// checkDashboardPanels evaluates, with Prometheus's engine, every panel of the operators' dashboard that reads
+// kube-state-metrics over the scrape checkPendingClaimAlert took: each shows at least one series, with every label its
+// legend names, so that a renamed metric or label fails here and not on a dashboard; and the waiting pods per tenant
+// are legal-ai's one (whole-c), not research-ai's. The panels on the kubelet plugin's metrics are cloud-only
+// (components/monitoring/dashboard's tests check them against the plugin's source).
+func checkDashboardPanels(t *testing.T, ctx context.Context, p rules.Params, exposition string, scrapedAt int64) {
+	rs, queries := ruletest.PanelRules(dashboard.Rows(p, "5m"), func(p dashboard.Panel) bool { return !p.CloudOnly })
+	resp, err := ruletest.Eval(ctx, ruletest.Request{
+		Rules:        rules.File{Groups: rules.Groups(rs)},
+		Exposition:   exposition,
+		TargetLabels: map[string]string{"job": p.Jobs.KubeStateMetrics, "instance": "127.0.0.1"},
+		Start:        scrapedAt,
+		EvalTimes:    []string{"0s"},
+	})
+	require.NoError(t, err)
+	for _, r := range rs {
+		series := resp.At("0s", r.Name, "firing")
+		if !assert.NotEmpty(t, series, "panel %s shows nothing over kube-state-metrics' scrape: %s", r.Name, r.Expr) {
+			continue
+		}
+		for _, l := range ruletest.LegendLabels(queries[r.Name].Legend) {
+			assert.NotEmpty(t, series[0].Labels[l], "panel %s: its legend names %s, which its series lack", r.Name, l)
+		}
+	}
+	waiting := map[string]float64{}
+	for _, a := range resp.At("0s", ruletest.PanelRule(dashboard.Panel{Title: dashboard.WaitingPerTenantTitle}, 0), "firing") {
+		waiting[a.Labels[rules.TenantLabel]] = a.Value
+	}
+	assert.Equal(t, map[string]float64{legal: 1}, waiting, "pods waiting for devices per tenant")
 }
 
 // startKubeStateMetrics runs the real kube-state-metrics against this suite's control plane with the flags the

@@ -131,8 +131,8 @@ type Rule struct {
 	Metrics []string
 }
 
-// Rules returns the alert rules for p. Zero thresholds take their defaults; jobs must be set.
-func Rules(p Params) []Rule {
+// withDefaults fills in the zero thresholds and the driver's namespace.
+func (p Params) withDefaults() Params {
 	if p.PendingClaimAfter == 0 {
 		p.PendingClaimAfter = DefaultPendingClaimAfter
 	}
@@ -142,29 +142,46 @@ func Rules(p Params) []Rule {
 	if p.DriverNamespace == "" {
 		p.DriverNamespace = naming.DriverNamespace
 	}
-	// The plugin's pods are known by their label, which a tenant may put on its own pods too (pods are the tenant's to
-	// write in its namespace: docs/threat-model.md), and its series by the scrape's job, which on GKE scrapes labelled
-	// pods of every namespace: both count only in the driver's namespace.
-	inDriverNamespace := `namespace="` + promString(p.DriverNamespace) + `"`
-	ksm := func(metric string, matchers ...string) string {
-		return selector(metric, append([]string{`job="` + p.Jobs.KubeStateMetrics + `"`}, matchers...)...)
-	}
-	// The tenant of a namespace, as label `tenant`; namespaces without the tenant label keep none. Deduplicated so
-	// that two scrapes of one namespace (a restarted kube-state-metrics pod, for one lookback) cannot fail the join.
-	tenantJoin := fmt.Sprintf(`* on (namespace) group_left (%s) max by (namespace, %s) (label_replace(%s, "%s", "$1", "%s", "(.+)"))`,
-		TenantLabel, TenantLabel, ksm("kube_namespace_labels"), TenantLabel, namespaceTenantLabel)
-	deviceKeys := `resource=~"` + promString(".+"+regexp.QuoteMeta(naming.DeviceQuotaSuffix)) + `"`
+	return p
+}
+
+// exprs are the selectors and subexpressions the rules and the dashboard's queries share.
+type exprs struct {
+	p Params
+	// inDriverNamespace matches the driver's namespace. The plugin's pods are known by their label, which a tenant
+	// may put on its own pods too (pods are the tenant's to write in its namespace: docs/threat-model.md), and its
+	// series by the scrape's job, which on GKE scrapes labelled pods of every namespace: both count only in the
+	// driver's namespace.
+	inDriverNamespace string
+	// tenantJoin gives a namespace's series its tenant, as label `tenant`; namespaces without the tenant label keep
+	// none. Deduplicated so that two scrapes of one namespace (a restarted kube-state-metrics pod, for one lookback)
+	// cannot fail the join.
+	tenantJoin string
+	// deviceKeys matches the ResourceQuota keys of devices per class.
+	deviceKeys string
+	// waitedForClaims is, per unscheduled pod that references a ResourceClaim, the seconds since its creation, with
+	// its claim and tenant; waitedByName the same for a pod asking for a class by its extended-resource name, or ""
+	// when no class has one.
+	waitedForClaims, waitedByName string
+	// waitingMetrics are the metric names the two read, sorted.
+	waitingMetrics []string
+}
+
+func newExprs(p Params) exprs {
+	x := exprs{p: p, inDriverNamespace: `namespace="` + promString(p.DriverNamespace) + `"`}
+	x.tenantJoin = fmt.Sprintf(`* on (namespace) group_left (%s) max by (namespace, %s) (label_replace(%s, "%s", "$1", "%s", "(.+)"))`,
+		TenantLabel, TenantLabel, x.ksm("kube_namespace_labels"), TenantLabel, namespaceTenantLabel)
+	x.deviceKeys = `resource=~"` + promString(".+"+regexp.QuoteMeta(naming.DeviceQuotaSuffix)) + `"`
 
 	// The wait of an unscheduled pod, in seconds, for the series of waitsFor that share its namespace, pod and uid.
 	waited := func(waitsFor string) string {
 		return fmt.Sprintf(`(time() - max by (namespace, pod, uid) (%s)) * on (namespace, pod, uid) (max by (namespace, pod, uid) (%s) == 1) `+
-			`* on (namespace, pod, uid) group_right () %s %s > %s`,
-			ksm("kube_pod_created"), ksm("kube_pod_status_scheduled", `condition="false"`), waitsFor,
-			tenantJoin, strconv.FormatInt(int64(p.PendingClaimAfter/time.Second), 10))
+			`* on (namespace, pod, uid) group_right () %s %s`,
+			x.ksm("kube_pod_created"), x.ksm("kube_pod_status_scheduled", `condition="false"`), waitsFor, x.tenantJoin)
 	}
-	pendingExpr := waited(fmt.Sprintf(`max by (namespace, pod, uid, claim_name, resourceclaim_name, resourceclaim_template_name) (%s)`,
-		ksm("kube_pod_resourceclaim_info")))
-	pendingMetrics := []string{"kube_namespace_labels", "kube_pod_created", "kube_pod_resourceclaim_info", "kube_pod_status_scheduled"}
+	x.waitedForClaims = waited(fmt.Sprintf(`max by (namespace, pod, uid, claim_name, resourceclaim_name, resourceclaim_template_name) (%s)`,
+		x.ksm("kube_pod_resourceclaim_info")))
+	x.waitingMetrics = []string{"kube_namespace_labels", "kube_pod_created", "kube_pod_resourceclaim_info", "kube_pod_status_scheduled"}
 	if len(p.ExtendedResourceNames) > 0 {
 		// A pod that asks for a class by its extended-resource name has no claim until the scheduler binds it
 		// (KEP-5004), so it waits with no claim to name: its request names the class instead. kube-state-metrics
@@ -175,14 +192,55 @@ func Rules(p Params) []Rule {
 			sanitized = append(sanitized, regexp.QuoteMeta(sanitize(name)))
 		}
 		byName := fmt.Sprintf(`max by (namespace, pod, uid, resource) (%s > 0)`,
-			ksm("kube_pod_container_resource_requests", `resource=~"`+promString(strings.Join(sanitized, "|"))+`"`))
+			x.ksm("kube_pod_container_resource_requests", `resource=~"`+promString(strings.Join(sanitized, "|"))+`"`))
 		for i, name := range p.ExtendedResourceNames {
 			byName = fmt.Sprintf(`label_replace(%s, "resourceclaim_name", "%s", "resource", "%s")`, byName,
 				promString("none yet: it asks for "+name), promString(sanitized[i]))
 		}
-		pendingExpr = "(" + pendingExpr + ") or (" + waited(byName) + ")"
-		pendingMetrics = append(pendingMetrics, "kube_pod_container_resource_requests")
-		slices.Sort(pendingMetrics)
+		x.waitedByName = waited(byName)
+		x.waitingMetrics = append(x.waitingMetrics, "kube_pod_container_resource_requests")
+		slices.Sort(x.waitingMetrics)
+	}
+	return x
+}
+
+// ksm selects metric from the kube-state-metrics job, with matchers.
+func (x exprs) ksm(metric string, matchers ...string) string {
+	return selector(metric, append([]string{`job="` + x.p.Jobs.KubeStateMetrics + `"`}, matchers...)...)
+}
+
+// plugin selects metric from the kubelet plugin's scrape, in the driver's namespace.
+func (x exprs) plugin(metric string) string {
+	return selector(metric, `job="`+x.p.Jobs.KubeletPlugin+`"`, x.inDriverNamespace)
+}
+
+// pluginMissing is the GPU nodes (those with a pool label), labels node and pool, where no kubelet-plugin pod of the
+// driver's namespace is Running. Judged from the API (kube-state-metrics), not from the plugin's own scrape: a plugin
+// pod that does not exist has no scrape target and so no `up` series.
+func (x exprs) pluginMissing() string {
+	return fmt.Sprintf(`max by (node, %s) (label_replace(%s, "%s", "$1", "%s", "(.+)")) unless on (node) max by (node) (`+
+		`max by (namespace, pod, uid, node) (%s) * on (namespace, pod, uid) group_left () (max by (namespace, pod, uid) (%s) == 1) `+
+		`* on (namespace, pod, uid) group_left () max by (namespace, pod, uid) (%s))`,
+		PoolLabel, x.ksm("kube_node_labels", nodePoolLabel+`!=""`), PoolLabel, nodePoolLabel,
+		x.ksm("kube_pod_info", x.inDriverNamespace, `node!=""`), x.ksm("kube_pod_status_phase", x.inDriverNamespace, `phase="Running"`),
+		x.ksm("kube_pod_labels", x.inDriverNamespace, pluginComponentLabel+`="`+KubeletPluginComponent+`"`))
+}
+
+// servicesHeld counts the Services that hold an address of the cluster's Service range: every one with a cluster IP
+// (kube_service_info's cluster_ip label, "None" for a headless Service: k8s.io/kube-state-metrics/v2@v2.20.0
+// internal/store/service.go), a tenant's included, since kube-state-metrics reads the Services from the API server.
+func (x exprs) servicesHeld() string {
+	return fmt.Sprintf(`count(%s)`, x.ksm("kube_service_info", `cluster_ip!=""`, `cluster_ip!="None"`))
+}
+
+// Rules returns the alert rules for p. Zero thresholds take their defaults; jobs must be set.
+func Rules(p Params) []Rule {
+	p = p.withDefaults()
+	x := newExprs(p)
+	threshold := " > " + strconv.FormatInt(int64(p.PendingClaimAfter/time.Second), 10)
+	pendingExpr := x.waitedForClaims + threshold
+	if x.waitedByName != "" {
+		pendingExpr = "(" + pendingExpr + ") or (" + x.waitedByName + threshold + ")"
 	}
 	rs := []Rule{
 		{
@@ -200,7 +258,7 @@ func Rules(p Params) []Rule {
 				": its devices cannot be allocated.",
 			Runbook: "Run `gpu-tenancy pending` for the claim's classes and the scheduler's reason, and `gpu-tenancy capacity` for free " +
 				"devices: none free in the class (add GPU nodes or wait), or a claim the tenant's classes cannot satisfy.",
-			Metrics: pendingMetrics,
+			Metrics: x.waitingMetrics,
 		},
 		{
 			Name: TenantQuotaExhausted,
@@ -209,8 +267,8 @@ func Rules(p Params) []Rule {
 			// tightest hard limit of several quotas is the one that holds. A zero limit is a class the tenant may not
 			// use, not one it used up.
 			Expr: fmt.Sprintf(`label_replace(max by (namespace, resource) (%s) >= on (namespace, resource) (min by (namespace, resource) (%s) > 0), "%s", "$1", "resource", "(.+)%s") %s`,
-				ksm("kube_resourcequota", `type="used"`, deviceKeys), ksm("kube_resourcequota", `type="hard"`, deviceKeys),
-				ClassLabel, promString(regexp.QuoteMeta(naming.DeviceQuotaSuffix)), tenantJoin),
+				x.ksm("kube_resourcequota", `type="used"`, x.deviceKeys), x.ksm("kube_resourcequota", `type="hard"`, x.deviceKeys),
+				ClassLabel, promString(regexp.QuoteMeta(naming.DeviceQuotaSuffix)), x.tenantJoin),
 			For:         p.QuotaExhaustedFor,
 			Severity:    Info,
 			Summary:     "Tenant {{ $labels.tenant }} holds all its {{ $labels.class }} devices",
@@ -222,8 +280,7 @@ func Rules(p Params) []Rule {
 			Name: KubeletPluginPrepareErr,
 			// The kubelet plugin counts failed NodePrepareResources calls (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0
 			// pkg/metrics/dra_requests.go); a pod whose claim cannot be prepared never starts its containers.
-			Expr: fmt.Sprintf(`sum by (node, driver, error_type) (increase(%s[10m])) > 0`,
-				selector("nvidia_dra_node_prepare_errors_total", `job="`+p.Jobs.KubeletPlugin+`"`, inDriverNamespace)),
+			Expr:        fmt.Sprintf(`sum by (node, driver, error_type) (increase(%s[10m])) > 0`, x.plugin("nvidia_dra_node_prepare_errors_total")),
 			For:         5 * time.Minute,
 			Severity:    Critical,
 			Summary:     "The DRA kubelet plugin on {{ $labels.node }} fails to prepare devices ({{ $labels.error_type }})",
@@ -233,14 +290,7 @@ func Rules(p Params) []Rule {
 		},
 		{
 			Name: KubeletPluginNotRunning,
-			// Judged from the API (kube-state-metrics), not from the plugin's own scrape: a plugin pod that does not
-			// exist has no scrape target and so no `up` series to alert on.
-			Expr: fmt.Sprintf(`max by (node, %s) (label_replace(%s, "%s", "$1", "%s", "(.+)")) unless on (node) max by (node) (`+
-				`max by (namespace, pod, uid, node) (%s) * on (namespace, pod, uid) group_left () (max by (namespace, pod, uid) (%s) == 1) `+
-				`* on (namespace, pod, uid) group_left () max by (namespace, pod, uid) (%s))`,
-				PoolLabel, ksm("kube_node_labels", nodePoolLabel+`!=""`), PoolLabel, nodePoolLabel,
-				ksm("kube_pod_info", inDriverNamespace, `node!=""`), ksm("kube_pod_status_phase", inDriverNamespace, `phase="Running"`),
-				ksm("kube_pod_labels", inDriverNamespace, pluginComponentLabel+`="`+KubeletPluginComponent+`"`)),
+			Expr: x.pluginMissing(),
 			// Room for a new node to pull and start the plugin before it counts as missing.
 			For:         10 * time.Minute,
 			Severity:    Critical,
@@ -254,13 +304,10 @@ func Rules(p Params) []Rule {
 		full := strconv.FormatFloat(ServiceRangeFullAbove*100, 'f', -1, 64) + "%"
 		rs = append(rs, Rule{
 			Name: ServiceRangeNearlyFull,
-			// Every Service with a cluster IP holds one address of the range (kube_service_info's cluster_ip label,
-			// "None" for a headless Service: k8s.io/kube-state-metrics/v2@v2.20.0 internal/store/service.go), a tenant's
-			// included: kube-state-metrics reads the Services from the API server, so a tenant counts only the Services
-			// it holds. The range's size is the platform's to know (the range it made the cluster with, or read from an
-			// existing cluster's ServiceCIDRs), since kube-state-metrics exposes no ServiceCIDR.
-			Expr: fmt.Sprintf(`count(%s) / %d > %s`, ksm("kube_service_info", `cluster_ip!=""`, `cluster_ip!="None"`),
-				p.ServiceAddresses, strconv.FormatFloat(ServiceRangeFullAbove, 'f', -1, 64)),
+			// A tenant counts only the Services it holds. The range's size is the platform's to know (the range it made
+			// the cluster with, or read from an existing cluster's ServiceCIDRs), since kube-state-metrics exposes no
+			// ServiceCIDR.
+			Expr:     fmt.Sprintf(`%s / %d > %s`, x.servicesHeld(), p.ServiceAddresses, strconv.FormatFloat(ServiceRangeFullAbove, 'f', -1, 64)),
 			For:      15 * time.Minute,
 			Severity: Warning,
 			Summary:  "The cluster's Service range is more than " + full + " used",

@@ -45,7 +45,7 @@ func Recordings(p Params) []Recording {
 	metrics := []string{"kube_namespace_labels", "kube_resourcequota"}
 	out := []Recording{{
 		Record:  DevicesRequested,
-		Expr:    devicesRequested(p.Jobs, `resource=~"`+promString(".+"+regexp.QuoteMeta(naming.DeviceQuotaSuffix))+`"`),
+		Expr:    devicesOfQuota(p.Jobs, "used", newExprs(p.withDefaults()).deviceKeys),
 		Metrics: metrics,
 	}}
 	// One rule per class, each from the raw series rather than from DevicesRequested: a rule that reads another's
@@ -53,7 +53,7 @@ func Recordings(p Params) []Recording {
 	for _, class := range p.Prices.Classes() {
 		out = append(out, Recording{
 			Record: CostPerHour,
-			Expr: devicesRequested(p.Jobs, `resource="`+promString(naming.DeviceQuotaKey(class))+`"`) +
+			Expr: devicesOfQuota(p.Jobs, "used", `resource="`+promString(naming.DeviceQuotaKey(class))+`"`) +
 				" * " + FormatPrice(p.Prices.PerDeviceHour[class]),
 			Labels:  map[string]string{CurrencyLabel: p.Prices.Currency},
 			Metrics: metrics,
@@ -62,16 +62,21 @@ func Recordings(p Params) []Recording {
 	return out
 }
 
-// devicesRequested sums, per tenant and class, the quota's `used` of the device keys resourceMatcher selects. Of
-// several quotas on one key the largest use counts (they all count the same claims); namespaces without the tenant
-// label are left out; each selector names the kube-state-metrics job, whose label the result keeps so that two
-// clusters recording into one store never collide.
-func devicesRequested(jobs Jobs, resourceMatcher string) string {
+// devicesOfQuota sums, per tenant and class, the quota's figure of type quotaType ("used" or "hard") of the device
+// keys resourceMatcher selects. Of several quotas on one key the largest use counts (they all count the same claims)
+// and the tightest hard limit, the one that holds; namespaces without the tenant label are left out; each selector
+// names the kube-state-metrics job, whose label the result keeps so that two clusters recording into one store never
+// collide.
+func devicesOfQuota(jobs Jobs, quotaType, resourceMatcher string) string {
 	job := `job="` + jobs.KubeStateMetrics + `"`
-	return fmt.Sprintf(`sum by (job, %s, %s) (label_replace(max by (job, namespace, resource) (%s), "%s", "$1", "resource", "(.+)%s") `+
+	of := "max"
+	if quotaType == "hard" {
+		of = "min"
+	}
+	return fmt.Sprintf(`sum by (job, %s, %s) (label_replace(%s by (job, namespace, resource) (%s), "%s", "$1", "resource", "(.+)%s") `+
 		`* on (namespace) group_left (%s) max by (namespace, %s) (label_replace(%s, "%s", "$1", "%s", "(.+)")))`,
-		TenantLabel, ClassLabel,
-		selector("kube_resourcequota", job, `type="used"`, resourceMatcher), ClassLabel, promString(regexp.QuoteMeta(naming.DeviceQuotaSuffix)),
+		TenantLabel, ClassLabel, of,
+		selector("kube_resourcequota", job, `type="`+quotaType+`"`, resourceMatcher), ClassLabel, promString(regexp.QuoteMeta(naming.DeviceQuotaSuffix)),
 		TenantLabel, TenantLabel,
 		selector("kube_namespace_labels", job, namespaceTenantLabel+`!=""`), TenantLabel, namespaceTenantLabel)
 }

@@ -15,10 +15,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/dashboard"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring/rules"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/syncbuf"
 	"github.com/gpu-tenancy/gpu-tenancy/internal/testutil/toolbin"
@@ -241,4 +243,42 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// PanelRule names the alerting rule that stands for query i of a panel in PanelRules.
+func PanelRule(panel dashboard.Panel, i int) string {
+	return fmt.Sprintf("%s [%d]", panel.Title, i)
+}
+
+// PanelRules are the queries of the panels of rows that keep selects, each as an alerting rule (named by PanelRule)
+// that holds for no time, so that Eval reports every series the query returns as a firing alert, and the metric
+// names it selects; the map gives each rule's query.
+func PanelRules(rows []dashboard.Row, keep func(dashboard.Panel) bool) ([]rules.Rule, map[string]dashboard.Query) {
+	var rs []rules.Rule
+	of := map[string]dashboard.Query{}
+	for _, row := range rows {
+		for _, panel := range row.Panels {
+			if !keep(panel) {
+				continue
+			}
+			for i, q := range panel.Queries {
+				name := PanelRule(panel, i)
+				rs = append(rs, rules.Rule{Name: name, Expr: q.Expr, Severity: rules.Info})
+				of[name] = q
+			}
+		}
+	}
+	return rs, of
+}
+
+// legendLabel is a label a Grafana legend format names, {{ label }}.
+var legendLabel = regexp.MustCompile(`{{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*}}`)
+
+// LegendLabels are the labels a legend format names.
+func LegendLabels(legend string) []string {
+	var out []string
+	for _, m := range legendLabel.FindAllStringSubmatch(legend, -1) {
+		out = append(out, m[1])
+	}
+	return out
 }
