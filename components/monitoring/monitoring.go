@@ -8,6 +8,8 @@
 package monitoring
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -245,9 +247,16 @@ func NewMonitoring(ctx *pulumi.Context, name string, args *MonitoringArgs, opts 
 func DashboardConfigMap(scope string) string { return "gpu-tenancy-" + scope + "-dashboard" }
 
 // DashboardUID is the dashboard's uid in Grafana, which takes at most 40 characters: one per cluster, so that two
-// clusters' dashboards in one Grafana never replace each other.
+// clusters' dashboards in one Grafana never replace each other. A scope too long for it is cut and told apart by a
+// hash of the whole.
 func DashboardUID(scope string) string {
-	return "gpu-tenancy-" + scope[:min(len(scope), 40-len("gpu-tenancy-"))]
+	const prefix, most = "gpu-tenancy-", 40
+	if len(prefix)+len(scope) <= most {
+		return prefix + scope
+	}
+	sum := sha256.Sum256([]byte(scope))
+	tail := "-" + hex.EncodeToString(sum[:4])
+	return prefix + scope[:most-len(prefix)-len(tail)] + tail
 }
 
 // shipDashboard puts the dashboard, with this cluster's jobs and Service range, into a ConfigMap in the Grafana

@@ -539,9 +539,14 @@ func TestTheDashboardShipsToGrafanaWhenAsked(t *testing.T) {
 	assert.Empty(t, run(t, scalewayArgs, false).ByType("kubernetes:core/v1:ConfigMap"), "no ConfigMap without monitoring.grafana")
 }
 
-// Grafana takes a uid of at most 40 characters; two clusters keep two uids.
+// Grafana takes a uid of at most 40 characters; two clusters keep two uids, scopes of the longest that differ only
+// at their end included.
 func TestDashboardUIDFitsGrafana(t *testing.T) {
-	long := strings.Repeat("a", maxScope)
-	assert.LessOrEqual(t, len(DashboardUID(long)), 40)
+	west1, west4 := strings.Repeat("a", maxScope-1)+"1", strings.Repeat("a", maxScope-1)+"4"
+	for _, scope := range []string{"eu-prod", west1} {
+		assert.LessOrEqual(t, len(DashboardUID(scope)), 40, scope)
+	}
+	assert.Equal(t, "gpu-tenancy-eu-prod", DashboardUID("eu-prod"), "a scope that fits is kept whole")
 	assert.NotEqual(t, DashboardUID("eu-prod"), DashboardUID("us-prod"))
+	assert.NotEqual(t, DashboardUID(west1), DashboardUID(west4))
 }

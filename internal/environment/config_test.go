@@ -43,18 +43,25 @@ func TestAConfigValueLongerThanOneArgumentReachesTheStack(t *testing.T) {
 	raw, err := json.Marshal(tenants)
 	require.NoError(t, err)
 	require.Greater(t, len(raw), 128<<10, "longer than one argument may be")
-	key := platform.ConfigNamespace + ":tenants"
+	key, secretKey := platform.ConfigNamespace+":tenants", platform.ConfigNamespace+":kubeconfig"
+	const secret = "apiVersion: v1\nkind: Config\n"
 	s, err := Open(context.Background(), Options{RepoRoot: root, Stack: "local", Tools: tools, Passphrase: "test",
-		Backend: "file://" + t.TempDir(), WorkDir: t.TempDir(), Config: map[string]string{key: string(raw), platform.ConfigNamespace + ":tenantGroups": "100"}})
+		Backend: "file://" + t.TempDir(), WorkDir: t.TempDir(), SecretConfig: map[string]string{secretKey: secret},
+		Config: map[string]string{key: string(raw), platform.ConfigNamespace + ":tenantGroups": "100", platform.ConfigNamespace + ":existing": "{}"}})
 	require.NoError(t, err)
 	got, err := s.GetConfig(context.Background(), key)
 	require.NoError(t, err)
 	assert.Equal(t, string(raw), got.Value)
 
-	// Set again on the open stack, as the placement of an environment's tenants is, beside the stack file's secrets.
+	// Set again on the open stack, as the placement of an environment's tenants is: the secret set before, and the
+	// salt it was encrypted with, stay.
 	raw[len(raw)-3] = '9'
 	require.NoError(t, s.setConfig(context.Background(), map[string]string{key: string(raw)}))
 	got, err = s.GetConfig(context.Background(), key)
 	require.NoError(t, err)
 	assert.Equal(t, string(raw), got.Value)
+	kept, err := s.GetConfig(context.Background(), secretKey)
+	require.NoError(t, err)
+	assert.True(t, kept.Secret)
+	assert.Equal(t, secret, kept.Value)
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -286,11 +287,14 @@ func (s *Stack) setConfig(ctx context.Context, values map[string]string) error {
 	settings := &workspace.ProjectStack{}
 	// A stack that exists on the backend has no working copy of its config in a new WorkDir yet: the CLI would start
 	// one, as this does.
-	name := s.opts.Stack[strings.LastIndex(s.opts.Stack, "/")+1:] // as the workspace names the file of org/project/stack
-	if _, err := os.Stat(filepath.Join(s.opts.WorkDir, "Pulumi."+name+".yaml")); err == nil {
+	switch _, err := os.Stat(filepath.Join(s.opts.WorkDir, "Pulumi."+s.opts.Stack+".yaml")); {
+	case err == nil:
 		if settings, err = ws.StackSettings(ctx, s.opts.Stack); err != nil {
 			return fmt.Errorf("environment: reading the config of stack %s: %w", s.opts.Stack, err)
 		}
+	case !errors.Is(err, fs.ErrNotExist):
+		// Writing a file of these values alone would drop the secrets provider, the salt and the secure values.
+		return fmt.Errorf("environment: reading the config of stack %s: %w", s.opts.Stack, err)
 	}
 	if settings.Config == nil {
 		settings.Config = config.Map{}

@@ -97,7 +97,8 @@ func checkPendingClaimAlert(t *testing.T, ctx context.Context) {
 // checkDashboardPanels evaluates, with Prometheus's engine, every panel of the operators' dashboard that reads
 // kube-state-metrics over the scrape checkPendingClaimAlert took: each shows at least one series, with every label its
 // legend names, so that a renamed metric or label fails here and not on a dashboard; and the waiting pods per tenant
-// are legal-ai's one (whole-c), not research-ai's. The panels on the kubelet plugin's metrics are cloud-only
+// are legal-ai's one (whole-c), not research-ai's. The panel of GPU nodes without a running plugin shows the
+// simulated GPU nodes: no plugin runs on this control plane (tests/nodes runs one). The panels on the kubelet plugin's metrics are cloud-only
 // (components/monitoring/dashboard's tests check them against the plugin's source).
 func checkDashboardPanels(t *testing.T, ctx context.Context, p rules.Params, exposition string, scrapedAt int64) {
 	rs, queries := ruletest.PanelRules(dashboard.Rows(p, "5m"), func(p dashboard.Panel) bool { return !p.CloudOnly })
@@ -114,8 +115,10 @@ func checkDashboardPanels(t *testing.T, ctx context.Context, p rules.Params, exp
 		if !assert.NotEmpty(t, series, "panel %s shows nothing over kube-state-metrics' scrape: %s", r.Name, r.Expr) {
 			continue
 		}
-		for _, l := range ruletest.LegendLabels(queries[r.Name].Legend) {
-			assert.NotEmpty(t, series[0].Labels[l], "panel %s: its legend names %s, which its series lack", r.Name, l)
+		for _, a := range series {
+			for _, l := range ruletest.LegendLabels(queries[r.Name].Legend) {
+				assert.NotEmpty(t, a.Labels[l], "panel %s: its legend names %s, which a series lacks: %v", r.Name, l, a.Labels)
+			}
 		}
 	}
 	waiting := map[string]float64{}

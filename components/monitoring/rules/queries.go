@@ -14,7 +14,7 @@ type Queries struct {
 	// the claim it waits for, or the extended-resource name it asks for), with no threshold: ClaimPendingTooLong is
 	// this above its threshold.
 	Waiting string
-	// WaitingPerTenant counts the pods of Waiting per tenant.
+	// WaitingPerTenant counts the pods of Waiting per tenant, each once however many claims it waits for.
 	WaitingPerTenant string
 	// PluginMissing is the GPU nodes (labels node, pool) with no Running kubelet-plugin pod: KubeletPluginNotRunning
 	// without its hold.
@@ -47,7 +47,7 @@ func QueriesFor(p Params, window string) Queries {
 		DevicesRequested: devicesOfQuota(p.Jobs, "used", x.deviceKeys),
 		DeviceQuota:      devicesOfQuota(p.Jobs, "hard", x.deviceKeys),
 		Waiting:          waiting,
-		WaitingPerTenant: fmt.Sprintf(`count by (%s) (%s)`, TenantLabel, waiting),
+		WaitingPerTenant: fmt.Sprintf(`count by (%s) (max by (namespace, pod, uid, %s) (%s))`, TenantLabel, TenantLabel, waiting),
 		PluginMissing:    x.pluginMissing(),
 		PrepareErrors:    fmt.Sprintf(`sum by (node, error_type) (increase(%s[%s]))`, x.plugin("nvidia_dra_node_prepare_errors_total"), window),
 		Requests:         fmt.Sprintf(`sum by (node, operation) (rate(%s[%s]))`, x.plugin("nvidia_dra_requests_total"), window),
