@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/fieldcheck"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )

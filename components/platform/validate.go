@@ -8,11 +8,11 @@ import (
 
 	"github.com/gpu-tenancy/gpu-tenancy/components/cluster"
 	"github.com/gpu-tenancy/gpu-tenancy/components/dra"
+	"github.com/gpu-tenancy/gpu-tenancy/components/fieldcheck"
 	"github.com/gpu-tenancy/gpu-tenancy/components/monitoring"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
 	"github.com/gpu-tenancy/gpu-tenancy/components/tenancy"
 	"github.com/gpu-tenancy/gpu-tenancy/components/vcluster"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpu-tenancy/gpu-tenancy/components/fieldcheck"
 	"github.com/gpu-tenancy/gpu-tenancy/components/naming"
-	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 

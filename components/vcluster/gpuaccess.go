@@ -1,7 +1,7 @@
 package vcluster
 
 import (
-	"github.com/gpu-tenancy/gpu-tenancy/internal/fieldcheck"
+	"github.com/gpu-tenancy/gpu-tenancy/components/fieldcheck"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
