@@ -137,6 +137,9 @@ func benchEngine(ctx context.Context, root string, sizes []int, l layout) ([]row
 				return fmt.Errorf("%s of %s: %w", verb, size, err)
 			}
 			op(verb, changes, wall, rss)
+			// Said at once as well, so that a run stopped later keeps what it measured.
+			r := rows[len(rows)-1]
+			fmt.Fprintf(os.Stderr, "bench: %s, %s: %.2f s, peak %d MB, %s\n", r.what, r.size, r.wall.Seconds(), r.rssKiB/1024, r.resources)
 			return nil
 		}
 
