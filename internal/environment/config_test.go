@@ -20,10 +20,7 @@ import (
 func TestAConfigValueLongerThanOneArgumentReachesTheStack(t *testing.T) {
 	pulumiCLI := builtPulumi(t)
 	t.Setenv(BackendEnv, "")
-	stackFile, err := os.ReadFile(filepath.Join("..", "..", "stacks", "Pulumi.local.yaml"))
-	require.NoError(t, err)
-	root := projectDir(t, "", "")
-	require.NoError(t, os.WriteFile(filepath.Join(root, "stacks", "Pulumi.local.yaml"), stackFile, 0o600))
+	root := localStackAsLocal(t)
 	tools := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(tools, "bin"), 0o700))
 	require.NoError(t, os.Symlink(pulumiCLI, filepath.Join(tools, "bin", "pulumi")))

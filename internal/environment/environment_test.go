@@ -29,6 +29,16 @@ func projectDir(t *testing.T, backend, stackFile string) string {
 	return root
 }
 
+// localStackAsLocal is a project holding the repository's local stack file as stack local's.
+func localStackAsLocal(t *testing.T) string {
+	t.Helper()
+	stackFile, err := os.ReadFile(filepath.Join("..", "..", "stacks", "Pulumi.local.yaml"))
+	require.NoError(t, err)
+	root := projectDir(t, "", "")
+	require.NoError(t, os.WriteFile(filepath.Join(root, "stacks", "Pulumi.local.yaml"), stackFile, 0o600))
+	return root
+}
+
 // localStackProject is a project like the repository's holding the local stack's file as environment prod's, with
 // tenantGroups set in it, and the backend line given (none when empty).
 func localStackProject(t *testing.T, backend, tenantGroups string) string {

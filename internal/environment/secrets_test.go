@@ -27,10 +27,7 @@ func TestASecretConfigValueNeverStandsOnTheCommandLine(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(tools, "bin", "pulumi"), []byte(wrapper), 0o700))
 	require.NoError(t, os.MkdirAll(filepath.Join(tools, "pulumi-home"), 0o700))
 
-	stackFile, err := os.ReadFile(filepath.Join("..", "..", "stacks", "Pulumi.local.yaml"))
-	require.NoError(t, err)
-	root := projectDir(t, "", "")
-	require.NoError(t, os.WriteFile(filepath.Join(root, "stacks", "Pulumi.local.yaml"), stackFile, 0o600))
+	root := localStackAsLocal(t)
 	const secret = "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n    token: do-not-print-me\n"
 	key := platform.ConfigNamespace + ":kubeconfig"
 	s, err := Open(context.Background(), Options{RepoRoot: root, Stack: "local", Tools: tools, Passphrase: "test",

@@ -44,8 +44,8 @@ func QueriesFor(p Params, window string) Queries {
 	// driver and operation, or driver and error_type, or node, driver and device_type; node, where the plugin does not
 	// set it, is the scrape's (the PodMonitor's and the ClusterPodMonitoring's relabelling).
 	q := Queries{
-		DevicesRequested: devicesOfQuota(p.Jobs, "used", x.deviceKeys),
-		DeviceQuota:      devicesOfQuota(p.Jobs, "hard", x.deviceKeys),
+		DevicesRequested: devicesOfQuota(p.Jobs, "used", deviceKeys),
+		DeviceQuota:      devicesOfQuota(p.Jobs, "hard", deviceKeys),
 		Waiting:          waiting,
 		WaitingPerTenant: fmt.Sprintf(`count by (%s) (max by (namespace, pod, uid, %s) (%s))`, TenantLabel, TenantLabel, waiting),
 		PluginMissing:    x.pluginMissing(),

@@ -145,6 +145,9 @@ func (p Params) withDefaults() Params {
 	return p
 }
 
+// deviceKeys matches the ResourceQuota keys of devices per class.
+var deviceKeys = `resource=~"` + promString(".+"+regexp.QuoteMeta(naming.DeviceQuotaSuffix)) + `"`
+
 // exprs are the selectors and subexpressions the rules and the dashboard's queries share.
 type exprs struct {
 	p Params
@@ -157,8 +160,6 @@ type exprs struct {
 	// none. Deduplicated so that two scrapes of one namespace (a restarted kube-state-metrics pod, for one lookback)
 	// cannot fail the join.
 	tenantJoin string
-	// deviceKeys matches the ResourceQuota keys of devices per class.
-	deviceKeys string
 	// waitedForClaims is, per unscheduled pod that references a ResourceClaim, the seconds since its creation, with
 	// its claim and tenant; waitedByName the same for a pod asking for a class by its extended-resource name, or ""
 	// when no class has one.
@@ -171,7 +172,6 @@ func newExprs(p Params) exprs {
 	x := exprs{p: p, inDriverNamespace: `namespace="` + promString(p.DriverNamespace) + `"`}
 	x.tenantJoin = fmt.Sprintf(`* on (namespace) group_left (%s) max by (namespace, %s) (label_replace(%s, "%s", "$1", "%s", "(.+)"))`,
 		TenantLabel, TenantLabel, x.ksm("kube_namespace_labels"), TenantLabel, namespaceTenantLabel)
-	x.deviceKeys = `resource=~"` + promString(".+"+regexp.QuoteMeta(naming.DeviceQuotaSuffix)) + `"`
 
 	// The wait of an unscheduled pod, in seconds, for the series of waitsFor that share its namespace, pod and uid.
 	waited := func(waitsFor string) string {
@@ -267,7 +267,7 @@ func Rules(p Params) []Rule {
 			// tightest hard limit of several quotas is the one that holds. A zero limit is a class the tenant may not
 			// use, not one it used up.
 			Expr: fmt.Sprintf(`label_replace(max by (namespace, resource) (%s) >= on (namespace, resource) (min by (namespace, resource) (%s) > 0), "%s", "$1", "resource", "(.+)%s") %s`,
-				x.ksm("kube_resourcequota", `type="used"`, x.deviceKeys), x.ksm("kube_resourcequota", `type="hard"`, x.deviceKeys),
+				x.ksm("kube_resourcequota", `type="used"`, deviceKeys), x.ksm("kube_resourcequota", `type="hard"`, deviceKeys),
 				ClassLabel, promString(regexp.QuoteMeta(naming.DeviceQuotaSuffix)), x.tenantJoin),
 			For:         p.QuotaExhaustedFor,
 			Severity:    Info,

@@ -45,7 +45,7 @@ func Recordings(p Params) []Recording {
 	metrics := []string{"kube_namespace_labels", "kube_resourcequota"}
 	out := []Recording{{
 		Record:  DevicesRequested,
-		Expr:    devicesOfQuota(p.Jobs, "used", newExprs(p.withDefaults()).deviceKeys),
+		Expr:    devicesOfQuota(p.Jobs, "used", deviceKeys),
 		Metrics: metrics,
 	}}
 	// One rule per class, each from the raw series rather than from DevicesRequested: a rule that reads another's
